@@ -1,0 +1,194 @@
+//! What the probe and the user side must agree on: the branch sites, the predicates that
+//! decide them, and the `#[repr(C)]` records the probe's maps hold.
+//!
+//! Every branch predicate lives here once. The probe calls it on what it reads in the
+//! kernel; the user side calls it on what strace printed or what a test expects. They cannot
+//! disagree about what a branch means.
+#![no_std]
+
+pub mod poll;
+pub mod select;
+
+/// Length of a task's command name, as in the kernel (`TASK_COMM_LEN`).
+pub const COMM_LEN: usize = 16;
+
+/// Linux errno values the predicates compare return values against (x86_64, asm-generic).
+pub mod errno {
+    pub const EINTR: i64 = 4;
+    pub const EBADF: i64 = 9;
+    pub const ENOMEM: i64 = 12;
+    pub const EFAULT: i64 = 14;
+    pub const EINVAL: i64 = 22;
+    /// Kernel-internal restart codes: visible at the `sys_exit` tracepoint, which fires before
+    /// signal delivery turns them into `EINTR` or a restart.
+    pub const ERESTARTSYS: i64 = 512;
+    pub const ERESTARTNOINTR: i64 = 513;
+    pub const ERESTARTNOHAND: i64 = 514;
+    pub const ERESTART_RESTARTBLOCK: i64 = 516;
+}
+
+/// A catalogued kernel branch. The discriminant indexes the probe's per-site arrays, so
+/// values are dense and stable; the user-side catalogue describes each one.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Site {
+    /// `core_sys_select`: `if (unlikely(n < 0)) return -EINVAL;`
+    SelectNNegative = 0,
+    /// `do_pollfd`: `if (unlikely(fd < 0)) goto out;`
+    PollFdNegative = 1,
+}
+
+impl Site {
+    /// Every site, in catalogue order.
+    pub const ALL: [Site; SITE_COUNT] = [Site::SelectNNegative, Site::PollFdNegative];
+
+    pub const fn from_u32(value: u32) -> Option<Site> {
+        match value {
+            0 => Some(Site::SelectNNegative),
+            1 => Some(Site::PollFdNegative),
+            _ => None,
+        }
+    }
+}
+
+/// Number of catalogued sites (the length of the probe's per-site arrays).
+pub const SITE_COUNT: usize = 2;
+
+/// How one evaluation of a branch went, as far as the observer can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evaluation {
+    /// The kernel never got to the branch (an earlier check failed): nothing to count.
+    NotReached,
+    Taken,
+    NotTaken,
+    /// The branch may have run, but what decides it could not be read.
+    Undecided,
+}
+
+impl Evaluation {
+    /// `Taken` or `NotTaken` from a predicate's value.
+    pub const fn from_taken(taken: bool) -> Evaluation {
+        if taken {
+            Evaluation::Taken
+        } else {
+            Evaluation::NotTaken
+        }
+    }
+}
+
+/// Counts of one site's evaluations. `unreadable` counts evaluations whose direction the
+/// observer could not decide; they are never dropped or guessed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(serde::Serialize))]
+pub struct Counts {
+    pub taken: u64,
+    pub not_taken: u64,
+    pub unreadable: u64,
+}
+
+impl Counts {
+    pub const ZERO: Counts = Counts {
+        taken: 0,
+        not_taken: 0,
+        unreadable: 0,
+    };
+
+    /// Adds `n` evaluations that went as `evaluation` says.
+    pub fn record(&mut self, evaluation: Evaluation, n: u64) {
+        match evaluation {
+            Evaluation::NotReached => {}
+            Evaluation::Taken => self.taken += n,
+            Evaluation::NotTaken => self.not_taken += n,
+            Evaluation::Undecided => self.unreadable += n,
+        }
+    }
+
+    pub fn add(&mut self, other: &Counts) {
+        self.taken += other.taken;
+        self.not_taken += other.not_taken;
+        self.unreadable += other.unreadable;
+    }
+
+    pub const fn total(&self) -> u64 {
+        self.taken + self.not_taken + self.unreadable
+    }
+}
+
+/// Key of the probe's per-process counters: one row per (process, program name, site).
+/// The command name is part of the key so that a process that execs shows each program it
+/// ran separately.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CountKey {
+    /// Process id (the kernel's tgid).
+    pub pid: u32,
+    /// A [`Site`] discriminant.
+    pub site: u32,
+    pub comm: [u8; COMM_LEN],
+}
+
+/// The syscalls the probe follows; indexes its per-syscall call counters.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syscall {
+    Select = 0,
+    Pselect6 = 1,
+    Poll = 2,
+    Ppoll = 3,
+}
+
+impl Syscall {
+    pub const ALL: [Syscall; SYSCALL_COUNT] = [
+        Syscall::Select,
+        Syscall::Pselect6,
+        Syscall::Poll,
+        Syscall::Ppoll,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Syscall::Select => "select",
+            Syscall::Pselect6 => "pselect6",
+            Syscall::Poll => "poll",
+            Syscall::Ppoll => "ppoll",
+        }
+    }
+}
+
+/// Number of followed syscalls.
+pub const SYSCALL_COUNT: usize = 4;
+
+/// Names of the probe's load-time globals, set by the loader with `override_global`.
+pub mod globals {
+    /// u32: the auditor's own process id, never counted.
+    pub const AUDITOR_PID: &str = "AUDITOR_PID";
+    /// u32: 1 to count every process but the auditor's own.
+    pub const TRACE_ALL: &str = "TRACE_ALL";
+    /// u32: 1 when the comm filter map has entries.
+    pub const FILTER_COMMS: &str = "FILTER_COMMS";
+    /// u32: 1 to add the children of traced processes to the traced set.
+    pub const FOLLOW_FORKS: &str = "FOLLOW_FORKS";
+    /// u32: a process id that becomes traced when it execs (0: none).
+    pub const EXEC_TARGET: &str = "EXEC_TARGET";
+    /// u32: offset of `child_pid` in the `sched_process_fork` record on this kernel.
+    pub const FORK_CHILD_PID_OFFSET: &str = "FORK_CHILD_PID_OFFSET";
+}
+
+/// Names of the probe's maps, as the loader looks them up.
+pub mod maps {
+    pub const COUNTS: &str = "COUNTS";
+    pub const UNATTRIBUTED: &str = "UNATTRIBUTED";
+    pub const CALLS: &str = "CALLS";
+    pub const TRACED: &str = "TRACED";
+    pub const COMMS: &str = "COMMS";
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain #[repr(C)] integers and byte arrays with no padding; every bit pattern
+    // is a valid value.
+    unsafe impl aya::Pod for super::Counts {}
+    // SAFETY: as above (u32, u32, [u8; 16]: no padding).
+    unsafe impl aya::Pod for super::CountKey {}
+}

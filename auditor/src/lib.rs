@@ -1,0 +1,54 @@
+//! auditor: does a kernel `likely()`/`unlikely()` hint match what real programs do?
+//!
+//! Sources ([`source`]) count how often each catalogued branch ([`catalogue`]) goes each
+//! way into a [`tally::Tally`]; [`report`] judges each hint ([`verdict`]) and renders the
+//! result. [`trace`] runs a traced session end to end; [`workload`] holds the bundled
+//! workloads with their exact expected counts.
+
+pub mod catalogue;
+pub mod report;
+pub mod source;
+pub mod tally;
+pub mod trace;
+pub mod tracefs;
+pub mod verdict;
+pub mod workload;
+
+/// Errors a traced session reports to its user.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "this auditor binary was built without its eBPF probe (bpf-linker or nightly rust-src \
+         was missing at build time). Run `cargo xtask setup`, then rebuild with `cargo xtask build`."
+    )]
+    NoProbe,
+    #[error(
+        "tracing with eBPF needs root: the probe is loaded with CAP_BPF and CAP_PERFMON (or \
+         CAP_SYS_ADMIN), and this process lacks {0}. Run it as root, e.g. `sudo auditor trace …`."
+    )]
+    NotPrivileged(String),
+    #[error(
+        "tracefs is not mounted at {mount} and mounting it failed ({0}). Tracepoints attach \
+         through it: mount it as root with `mount -t tracefs tracefs {mount}`.",
+        mount = tracefs::MOUNT_POINT
+    )]
+    Tracefs(String),
+    #[error("cannot read the tracepoint layout {path}: {why}")]
+    TraceFormat { path: String, why: String },
+    #[error(
+        "the kernel verifier rejected probe program {program} ({error}); end of its log:\n{log}"
+    )]
+    Verifier {
+        program: &'static str,
+        error: String,
+        log: String,
+    },
+    #[error("{0}")]
+    Probe(String),
+    #[error("no process with pid {0}")]
+    NoSuchProcess(u32),
+    #[error("cannot run `{command}`: {why}")]
+    Spawn { command: String, why: String },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,167 @@
+//! The `auditor` command line: parses arguments and calls the library.
+
+use std::{ffi::OsString, io::Write, process::ExitCode, time::Duration};
+
+use anyhow::Context as _;
+use auditor::{
+    report::{Format, Report},
+    trace::{self, Target},
+};
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Checks kernel likely()/unlikely() hints against what real programs do.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Count catalogued kernel branches with the eBPF probe (needs root) and judge each hint.
+    ///
+    /// With no target, runs the bundled default workload.
+    Trace(TraceArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    Table,
+    Markdown,
+    Json,
+}
+
+#[derive(clap::Args)]
+struct TraceArgs {
+    /// Trace this running process (threads included); repeatable.
+    #[arg(long = "pid", value_name = "PID")]
+    pids: Vec<u32>,
+    /// Trace processes with this command name; repeatable.
+    #[arg(long = "comm", value_name = "NAME")]
+    comms: Vec<String>,
+    /// Trace every process on the system but the auditor.
+    #[arg(long, conflicts_with_all = ["pids", "comms", "workload"])]
+    all: bool,
+    /// Run a bundled workload: `default`, or steps such as "poll:100:1024:64 select:10:-1".
+    #[arg(long, value_name = "NAME|STEPS", conflicts_with_all = ["pids", "comms"])]
+    workload: Option<String>,
+    /// Stop after this long (e.g. 30s, 500ms, 2m); a started command gets SIGTERM.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
+    /// Also show counts per process (pid, command name).
+    #[arg(long)]
+    per_process: bool,
+    /// The command to start and trace, with its children.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = text.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (text, 1.0)
+    };
+    number
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= 0.0)
+        .map(|n| Duration::from_secs_f64(n * scale))
+        .ok_or_else(|| format!("`{text}` is not a duration (e.g. 30s, 500ms, 2m)"))
+}
+
+fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
+    let has_processes = !args.pids.is_empty() || !args.comms.is_empty();
+    if !args.command.is_empty() && (has_processes || args.all || args.workload.is_some()) {
+        anyhow::bail!(
+            "give either a command after `--` or --pid/--comm/--all/--workload, not both"
+        );
+    }
+    let target = if !args.command.is_empty() {
+        Target::Command(args.command)
+    } else if args.all {
+        Target::All
+    } else if has_processes {
+        Target::Processes {
+            pids: args.pids,
+            comms: args.comms,
+        }
+    } else {
+        Target::Workload(args.workload.unwrap_or_else(|| "default".into()))
+    };
+    let options = trace::Options {
+        target,
+        duration: args.duration,
+        status: true,
+    };
+    let session = trace::trace(&options)?;
+    if let Some(status) = session.command_status
+        && status != nix::sys::wait::WaitStatus::Exited(status.pid().expect("exited"), 0)
+    {
+        eprintln!("auditor: the traced command ended with {status:?}");
+    }
+    let report = Report::new("ebpf", session.description, session.elapsed, &session.tally);
+    let format = match args.format {
+        FormatArg::Table => Format::Table,
+        FormatArg::Markdown => Format::Markdown,
+        FormatArg::Json => Format::Json,
+    };
+    let mut stdout = std::io::stdout().lock();
+    report
+        .render(format, args.per_process, &mut stdout)
+        .and_then(|()| stdout.flush())
+        .context("writing the report")
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Trace(args) => run_trace(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // A closed pipe (`auditor trace | head`) is not a failure.
+            if error
+                .chain()
+                .filter_map(|e| e.downcast_ref::<std::io::Error>())
+                .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("auditor: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

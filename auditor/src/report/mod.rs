@@ -1,0 +1,162 @@
+//! Reports: what a tally says about each site, ready for a renderer. Verdicts are computed
+//! here once; renderers only format.
+
+mod json;
+mod table;
+
+use std::{io::Write, time::Duration};
+
+use auditor_common::{Counts, Site};
+use serde::Serialize;
+
+use crate::{
+    catalogue::{self, SiteInfo},
+    tally::Tally,
+    verdict::{self, Verdict},
+};
+
+pub use json::write_json;
+pub use table::{write_markdown, write_table};
+
+/// Version of the JSON report layout; bumped on any incompatible change.
+pub const JSON_VERSION: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Markdown,
+    Json,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SiteReport {
+    #[serde(flatten)]
+    pub info: &'static SiteInfo,
+    #[serde(flatten)]
+    pub counts: Counts,
+    /// Share of decided evaluations that took the branch, if any were decided.
+    pub taken_share: Option<f64>,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProcessReport {
+    pub pid: u32,
+    pub comm: String,
+    pub site: &'static str,
+    #[serde(flatten)]
+    pub counts: Counts,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub version: u32,
+    /// Where the counts came from (`ebpf`).
+    pub source: &'static str,
+    /// What was traced, as the user asked for it.
+    pub target: String,
+    pub duration_seconds: f64,
+    /// Calls seen per syscall.
+    pub calls: Vec<(String, u64)>,
+    /// One row per site, in catalogue order.
+    pub sites: Vec<SiteReport>,
+    /// One row per (process, site) with counts.
+    pub processes: Vec<ProcessReport>,
+    /// What the reader must know to trust the numbers.
+    pub notes: Vec<String>,
+}
+
+fn taken_share(counts: &Counts) -> Option<f64> {
+    let decided = counts.taken + counts.not_taken;
+    (decided > 0).then(|| counts.taken as f64 / decided as f64)
+}
+
+impl Report {
+    pub fn new(source: &'static str, target: String, duration: Duration, tally: &Tally) -> Report {
+        let sites: Vec<SiteReport> = catalogue::all()
+            .map(|info| {
+                let counts = tally.site_total(info.site);
+                SiteReport {
+                    info,
+                    counts,
+                    taken_share: taken_share(&counts),
+                    verdict: verdict::judge(info.hint, &counts),
+                }
+            })
+            .collect();
+        let processes = tally
+            .per_process()
+            .map(|(process, site, counts)| ProcessReport {
+                pid: process.pid,
+                comm: process.comm.clone(),
+                site: catalogue::info(site).id,
+                counts: *counts,
+            })
+            .collect();
+        let notes = notes(tally, &sites);
+        Report {
+            version: JSON_VERSION,
+            source,
+            target,
+            duration_seconds: duration.as_secs_f64(),
+            calls: tally.calls().map(|(n, c)| (n.to_string(), c)).collect(),
+            sites,
+            processes,
+            notes,
+        }
+    }
+
+    pub fn site(&self, site: Site) -> &SiteReport {
+        &self.sites[site as usize]
+    }
+
+    pub fn render(
+        &self,
+        format: Format,
+        per_process: bool,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        match format {
+            Format::Table => write_table(self, per_process, out),
+            Format::Markdown => write_markdown(self, per_process, out),
+            Format::Json => write_json(self, out),
+        }
+    }
+}
+
+fn notes(tally: &Tally, sites: &[SiteReport]) -> Vec<String> {
+    let mut notes = Vec::new();
+    if tally.total_calls() > 0 {
+        notes.push(
+            "Counts are branch evaluations. A poll or select that sleeps rescans its entries on \
+             every wake-up; the probe counts one scan per call, so shares within a call are \
+             exact and the number of scans is a lower bound."
+                .to_string(),
+        );
+    }
+    for site in sites.iter().filter(|s| s.counts.unreadable > 0) {
+        notes.push(format!(
+            "{}: {} evaluations could not be decided (user memory the probe could not read, \
+             or a return value that does not tell); verdict bounds count them both ways.",
+            site.info.id, site.counts.unreadable
+        ));
+    }
+    for (site, counts) in tally.unattributed() {
+        notes.push(format!(
+            "{}: {} evaluations are in the totals but not attributed to a process (the \
+             per-process table was full).",
+            catalogue::info(site).id,
+            counts.total()
+        ));
+    }
+    notes
+}
+
+/// `12.34%`, with tiny non-zero shares shown as such rather than as 0.00%.
+pub fn percent(share: f64) -> String {
+    if share > 0.0 && share < 0.0001 {
+        "<0.01%".to_string()
+    } else {
+        format!("{:.2}%", share * 100.0)
+    }
+}

@@ -1,0 +1,134 @@
+//! Table renderers: a plain-text table for the terminal and a Markdown one for a patch.
+
+use std::io::Write;
+
+use tabled::{
+    builder::Builder,
+    settings::{Alignment, Style, object::Columns},
+};
+
+use super::{Report, percent};
+
+#[derive(Clone, Copy)]
+enum Flavour {
+    Text,
+    Markdown,
+}
+
+pub fn write_table(report: &Report, per_process: bool, out: &mut dyn Write) -> std::io::Result<()> {
+    write(report, per_process, Flavour::Text, out)
+}
+
+pub fn write_markdown(
+    report: &Report,
+    per_process: bool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    write(report, per_process, Flavour::Markdown, out)
+}
+
+fn styled(builder: Builder, flavour: Flavour, numeric: &[usize]) -> String {
+    let mut table = builder.build();
+    match flavour {
+        Flavour::Text => table.with(Style::psql()),
+        Flavour::Markdown => table.with(Style::markdown()),
+    };
+    for &column in numeric {
+        table.modify(Columns::one(column), Alignment::right());
+    }
+    table.to_string()
+}
+
+fn write(
+    report: &Report,
+    per_process: bool,
+    flavour: Flavour,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let calls: Vec<String> = report
+        .calls
+        .iter()
+        .map(|(name, calls)| format!("{name} {calls}"))
+        .collect();
+    let calls = if calls.is_empty() {
+        "none".to_string()
+    } else {
+        calls.join(", ")
+    };
+    let heading = match flavour {
+        Flavour::Text => "",
+        Flavour::Markdown => "**",
+    };
+    writeln!(
+        out,
+        "{heading}auditor{heading}: {} ({}, {:.1} s); calls: {calls}\n",
+        report.target, report.source, report.duration_seconds
+    )?;
+
+    let mut sites = Builder::default();
+    sites.push_record([
+        "site",
+        "function",
+        "condition",
+        "hint",
+        "taken",
+        "not taken",
+        "unreadable",
+        "taken %",
+        "mispredicted (95%)",
+        "verdict",
+    ]);
+    for site in &report.sites {
+        let hint = match site.info.hint {
+            crate::catalogue::Hint::None => "none".to_string(),
+            hint => format!("{} ({})", hint.name(), site.info.hint_since),
+        };
+        let verdict = &site.verdict;
+        let interval = if site.taken_share.is_some() {
+            format!(
+                "{} .. {}",
+                percent(verdict.mispredicted_low),
+                percent(verdict.mispredicted_high)
+            )
+        } else {
+            "-".to_string()
+        };
+        sites.push_record([
+            site.info.id.to_string(),
+            site.info.function.to_string(),
+            site.info.condition.to_string(),
+            hint,
+            site.counts.taken.to_string(),
+            site.counts.not_taken.to_string(),
+            site.counts.unreadable.to_string(),
+            site.taken_share.map_or_else(|| "-".to_string(), percent),
+            interval,
+            verdict.kind.name().to_string(),
+        ]);
+    }
+    writeln!(out, "{}", styled(sites, flavour, &[4, 5, 6, 7]))?;
+
+    if per_process && !report.processes.is_empty() {
+        let mut processes = Builder::default();
+        processes.push_record(["pid", "comm", "site", "taken", "not taken", "unreadable"]);
+        for row in &report.processes {
+            processes.push_record([
+                row.pid.to_string(),
+                row.comm.clone(),
+                row.site.to_string(),
+                row.counts.taken.to_string(),
+                row.counts.not_taken.to_string(),
+                row.counts.unreadable.to_string(),
+            ]);
+        }
+        writeln!(out, "\n{}", styled(processes, flavour, &[0, 3, 4, 5]))?;
+    }
+
+    if !report.notes.is_empty() {
+        writeln!(out)?;
+        for note in &report.notes {
+            writeln!(out, "- {note}")?;
+        }
+    }
+    Ok(())
+}

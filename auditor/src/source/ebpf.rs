@@ -1,0 +1,265 @@
+//! The eBPF source: loads the probe embedded in this binary, points it at the target,
+//! attaches it to its tracepoints, and reads its per-CPU counters into a tally.
+
+use auditor_common::{COMM_LEN, CountKey, Counts, Site, Syscall, globals, maps};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap},
+    programs::{ProgramError, TracePoint, trace_point::TracePointLinkId},
+};
+
+use crate::{
+    Error,
+    tally::{Process, Tally},
+    tracefs,
+};
+
+/// The probe, built by build.rs from `auditor-ebpf`; empty when it was built without the
+/// eBPF toolchain.
+static PROBE_ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/auditor-probe"));
+
+/// Every program of the probe and the tracepoint it attaches to.
+const PROGRAMS: [(&str, &str, &str); 10] = [
+    ("process_fork", "sched", "sched_process_fork"),
+    ("process_exec", "sched", "sched_process_exec"),
+    ("select_enter", "syscalls", "sys_enter_select"),
+    ("select_exit", "syscalls", "sys_exit_select"),
+    ("pselect6_enter", "syscalls", "sys_enter_pselect6"),
+    ("pselect6_exit", "syscalls", "sys_exit_pselect6"),
+    ("poll_enter", "syscalls", "sys_enter_poll"),
+    ("poll_exit", "syscalls", "sys_exit_poll"),
+    ("ppoll_enter", "syscalls", "sys_enter_ppoll"),
+    ("ppoll_exit", "syscalls", "sys_exit_ppoll"),
+];
+
+/// Which processes the probe counts.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Every process but the auditor.
+    pub all: bool,
+    /// Processes counted from the start (threads included).
+    pub pids: Vec<u32>,
+    /// Processes whose command name is one of these.
+    pub comms: Vec<String>,
+    /// A process counted from its next exec on.
+    pub exec_target: Option<u32>,
+    /// Count the children of counted processes too.
+    pub follow_forks: bool,
+}
+
+/// Effective capabilities the probe needs: CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN.
+fn missing_capabilities() -> Vec<&'static str> {
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let effective = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+            u64::from_str_radix(line["CapEff:".len()..].trim(), 16).ok()
+        })
+        .unwrap_or(0);
+    let has = |cap: u32| effective & (1 << cap) != 0;
+    if has(CAP_SYS_ADMIN) {
+        return Vec::new();
+    }
+    [(CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON")]
+        .into_iter()
+        .filter(|(cap, _)| !has(*cap))
+        .map(|(_, name)| name)
+        .collect()
+}
+
+fn comm_key(name: &str) -> [u8; COMM_LEN] {
+    // The kernel keeps the first 15 bytes and a NUL.
+    let mut key = [0u8; COMM_LEN];
+    let bytes = name.as_bytes();
+    let len = bytes.len().min(COMM_LEN - 1);
+    key[..len].copy_from_slice(&bytes[..len]);
+    key
+}
+
+fn comm_string(comm: &[u8; COMM_LEN]) -> String {
+    let end = comm.iter().position(|&b| b == 0).unwrap_or(COMM_LEN);
+    String::from_utf8_lossy(&comm[..end]).into_owned()
+}
+
+fn map_error(map: &str, error: impl std::fmt::Display) -> Error {
+    Error::Probe(format!("probe map {map}: {error}"))
+}
+
+/// The last lines of a verifier log: where it gave up and why.
+fn log_tail(log: &str, lines: usize) -> String {
+    let all: Vec<&str> = log.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A loaded and attached probe. Dropping it detaches everything.
+pub struct Probe {
+    ebpf: Ebpf,
+    links: Vec<(&'static str, TracePointLinkId)>,
+}
+
+impl Probe {
+    /// Checks privileges and tracefs, loads the probe with `filter` and attaches it.
+    pub fn attach(filter: &Filter) -> Result<Probe, Error> {
+        if PROBE_ELF.is_empty() {
+            return Err(Error::NoProbe);
+        }
+        let missing = missing_capabilities();
+        if !missing.is_empty() {
+            return Err(Error::NotPrivileged(missing.join(" and ")));
+        }
+        tracefs::ensure_mounted()?;
+        let fork_child_pid = tracefs::field_offset("sched", "sched_process_fork", "child_pid")?;
+
+        let flag = |on: bool| u32::from(on);
+        let auditor_pid = std::process::id();
+        let trace_all = flag(filter.all);
+        let filter_comms = flag(!filter.comms.is_empty());
+        let follow_forks = flag(filter.follow_forks);
+        let exec_target = filter.exec_target.unwrap_or(0);
+        let fork_offset = u32::try_from(fork_child_pid).map_err(|e| Error::Probe(e.to_string()))?;
+        let mut ebpf = EbpfLoader::new()
+            .override_global(globals::AUDITOR_PID, &auditor_pid, true)
+            .override_global(globals::TRACE_ALL, &trace_all, true)
+            .override_global(globals::FILTER_COMMS, &filter_comms, true)
+            .override_global(globals::FOLLOW_FORKS, &follow_forks, true)
+            .override_global(globals::EXEC_TARGET, &exec_target, true)
+            .override_global(globals::FORK_CHILD_PID_OFFSET, &fork_offset, true)
+            .load(PROBE_ELF)
+            .map_err(|e| Error::Probe(format!("loading the probe: {e}")))?;
+
+        {
+            let mut traced: HashMap<_, u32, u8> = HashMap::try_from(
+                ebpf.map_mut(maps::TRACED)
+                    .ok_or(Error::Probe(maps::TRACED.into()))?,
+            )
+            .map_err(|e| map_error(maps::TRACED, e))?;
+            for &pid in &filter.pids {
+                traced
+                    .insert(pid, 1, 0)
+                    .map_err(|e| map_error(maps::TRACED, e))?;
+            }
+        }
+        {
+            let mut comms: HashMap<_, [u8; COMM_LEN], u8> = HashMap::try_from(
+                ebpf.map_mut(maps::COMMS)
+                    .ok_or(Error::Probe(maps::COMMS.into()))?,
+            )
+            .map_err(|e| map_error(maps::COMMS, e))?;
+            for name in &filter.comms {
+                comms
+                    .insert(comm_key(name), 1, 0)
+                    .map_err(|e| map_error(maps::COMMS, e))?;
+            }
+        }
+
+        let mut links = Vec::new();
+        for (name, _) in ebpf.programs() {
+            if !PROGRAMS.iter().any(|(known, _, _)| *known == name) {
+                return Err(Error::Probe(format!(
+                    "program {name} has no tracepoint to attach to"
+                )));
+            }
+        }
+        for (name, category, event) in PROGRAMS {
+            let program: &mut TracePoint = ebpf
+                .program_mut(name)
+                .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
+                .try_into()
+                .map_err(|e: ProgramError| Error::Probe(format!("program {name}: {e}")))?;
+            program.load().map_err(|e| match e {
+                ProgramError::LoadError {
+                    io_error,
+                    verifier_log,
+                } => Error::Verifier {
+                    program: name,
+                    error: io_error.to_string(),
+                    log: log_tail(&verifier_log.to_string(), 25),
+                },
+                other => Error::Probe(format!("loading program {name}: {other}")),
+            })?;
+            let link = program.attach(category, event).map_err(|e| {
+                Error::Probe(format!("attaching {name} to {category}:{event}: {e}"))
+            })?;
+            links.push((name, link));
+        }
+        Ok(Probe { ebpf, links })
+    }
+
+    /// Detaches every program: counts stop changing.
+    pub fn detach(&mut self) -> Result<(), Error> {
+        for (name, link) in self.links.drain(..) {
+            let program: &mut TracePoint = self
+                .ebpf
+                .program_mut(name)
+                .and_then(|p| p.try_into().ok())
+                .ok_or_else(|| Error::Probe(format!("program {name} vanished")))?;
+            program
+                .detach(link)
+                .map_err(|e| Error::Probe(format!("detaching {name}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The counts so far, summed over CPUs.
+    pub fn tally(&self) -> Result<Tally, Error> {
+        let mut tally = Tally::default();
+        let map = |name: &str| {
+            self.ebpf
+                .map(name)
+                .ok_or_else(|| map_error(name, "missing"))
+        };
+
+        let counts: PerCpuHashMap<&MapData, CountKey, Counts> =
+            PerCpuHashMap::try_from(map(maps::COUNTS)?).map_err(|e| map_error(maps::COUNTS, e))?;
+        for entry in counts.iter() {
+            let (key, per_cpu) = entry.map_err(|e| map_error(maps::COUNTS, e))?;
+            let site = Site::from_u32(key.site)
+                .ok_or_else(|| map_error(maps::COUNTS, format!("unknown site {}", key.site)))?;
+            let mut sum = Counts::ZERO;
+            per_cpu.iter().for_each(|c| sum.add(c));
+            let process = Process {
+                pid: key.pid,
+                comm: comm_string(&key.comm),
+            };
+            tally.add(process, site, &sum);
+        }
+
+        let unattributed: PerCpuArray<&MapData, Counts> =
+            PerCpuArray::try_from(map(maps::UNATTRIBUTED)?)
+                .map_err(|e| map_error(maps::UNATTRIBUTED, e))?;
+        for site in Site::ALL {
+            let per_cpu = unattributed
+                .get(&(site as u32), 0)
+                .map_err(|e| map_error(maps::UNATTRIBUTED, e))?;
+            let mut sum = Counts::ZERO;
+            per_cpu.iter().for_each(|c| sum.add(c));
+            tally.add_unattributed(site, &sum);
+        }
+
+        let calls: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(map(maps::CALLS)?).map_err(|e| map_error(maps::CALLS, e))?;
+        for syscall in Syscall::ALL {
+            let per_cpu = calls
+                .get(&(syscall as u32), 0)
+                .map_err(|e| map_error(maps::CALLS, e))?;
+            tally.add_calls(syscall, per_cpu.iter().sum());
+        }
+        Ok(tally)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comm_keys_match_the_kernel() {
+        assert_eq!(&comm_key("sshd")[..5], b"sshd\0");
+        let long = comm_key("a-very-long-program-name");
+        assert_eq!(long[15], 0);
+        assert_eq!(comm_string(&long), "a-very-long-pro");
+    }
+}

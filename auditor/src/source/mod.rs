@@ -1,0 +1,3 @@
+//! Sources of observations. Each one fills a [`crate::tally::Tally`]; none formats output.
+
+pub mod ebpf;

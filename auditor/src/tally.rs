@@ -1,0 +1,151 @@
+//! The tally: counts per (process, site), whatever source produced them. Counts add, so
+//! tallies merge exactly.
+
+use std::collections::BTreeMap;
+
+use auditor_common::{Counts, Site, Syscall};
+
+/// A process as the report names it: its id and the program name it ran under.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Process {
+    pub pid: u32,
+    pub comm: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    per_process: BTreeMap<(Process, Site), Counts>,
+    /// Counts the source could not attribute to a process (the probe's table was full).
+    unattributed: BTreeMap<Site, Counts>,
+    calls: BTreeMap<&'static str, u64>,
+}
+
+impl Tally {
+    pub fn add(&mut self, process: Process, site: Site, counts: &Counts) {
+        self.per_process
+            .entry((process, site))
+            .or_default()
+            .add(counts);
+    }
+
+    pub fn add_unattributed(&mut self, site: Site, counts: &Counts) {
+        if counts.total() > 0 {
+            self.unattributed.entry(site).or_default().add(counts);
+        }
+    }
+
+    pub fn add_calls(&mut self, syscall: Syscall, calls: u64) {
+        if calls > 0 {
+            *self.calls.entry(syscall.name()).or_default() += calls;
+        }
+    }
+
+    /// Counts of `site` over every process, attributed or not.
+    pub fn site_total(&self, site: Site) -> Counts {
+        let mut total = self.unattributed.get(&site).copied().unwrap_or_default();
+        for ((_, row_site), counts) in &self.per_process {
+            if *row_site == site {
+                total.add(counts);
+            }
+        }
+        total
+    }
+
+    /// Rows per (process, site), ordered by process then site.
+    pub fn per_process(&self) -> impl Iterator<Item = (&Process, Site, &Counts)> {
+        self.per_process
+            .iter()
+            .map(|((process, site), counts)| (process, *site, counts))
+    }
+
+    pub fn unattributed(&self) -> impl Iterator<Item = (Site, &Counts)> {
+        self.unattributed
+            .iter()
+            .map(|(site, counts)| (*site, counts))
+    }
+
+    /// Calls seen per syscall name.
+    pub fn calls(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.calls.iter().map(|(name, calls)| (*name, *calls))
+    }
+
+    pub fn total_calls(&self) -> u64 {
+        self.calls.values().sum()
+    }
+
+    /// Number of distinct process ids with counts.
+    pub fn process_count(&self) -> usize {
+        let mut pids: Vec<u32> = self.per_process.keys().map(|(p, _)| p.pid).collect();
+        pids.dedup();
+        pids.len()
+    }
+
+    /// Adds every count of `other` to this tally.
+    pub fn merge(&mut self, other: &Tally) {
+        for (process, site, counts) in other.per_process() {
+            self.add(process.clone(), site, counts);
+        }
+        for (site, counts) in other.unattributed() {
+            self.add_unattributed(site, counts);
+        }
+        for (name, calls) in &other.calls {
+            *self.calls.entry(name).or_default() += calls;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(taken: u64, not_taken: u64, unreadable: u64) -> Counts {
+        Counts {
+            taken,
+            not_taken,
+            unreadable,
+        }
+    }
+
+    fn process(pid: u32) -> Process {
+        Process {
+            pid,
+            comm: "w".into(),
+        }
+    }
+
+    #[test]
+    fn totals_include_unattributed_counts() {
+        let mut tally = Tally::default();
+        tally.add(process(1), Site::PollFdNegative, &counts(1, 2, 0));
+        tally.add(process(2), Site::PollFdNegative, &counts(3, 4, 5));
+        tally.add(process(2), Site::SelectNNegative, &counts(7, 0, 0));
+        tally.add_unattributed(Site::PollFdNegative, &counts(10, 0, 0));
+        assert_eq!(tally.site_total(Site::PollFdNegative), counts(14, 6, 5));
+        assert_eq!(tally.site_total(Site::SelectNNegative), counts(7, 0, 0));
+        assert_eq!(tally.process_count(), 2);
+    }
+
+    #[test]
+    fn merging_is_exact_and_associative() {
+        let mut a = Tally::default();
+        a.add(process(1), Site::PollFdNegative, &counts(1, 2, 3));
+        a.add_calls(Syscall::Poll, 4);
+        let mut b = Tally::default();
+        b.add(process(1), Site::PollFdNegative, &counts(10, 20, 30));
+        b.add_unattributed(Site::SelectNNegative, &counts(1, 0, 0));
+        let mut c = Tally::default();
+        c.add(process(9), Site::SelectNNegative, &counts(0, 5, 0));
+        c.add_calls(Syscall::Poll, 1);
+
+        let mut left = a.clone();
+        left.merge(&b);
+        left.merge(&c);
+        let mut bc = b.clone();
+        bc.merge(&c);
+        let mut right = a.clone();
+        right.merge(&bc);
+        assert_eq!(left, right);
+        assert_eq!(left.site_total(Site::PollFdNegative), counts(11, 22, 33));
+        assert_eq!(left.total_calls(), 5);
+    }
+}

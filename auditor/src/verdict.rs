@@ -1,0 +1,215 @@
+//! Verdicts: does a site's hint match its counts? The bars follow GCC, which takes a
+//! `__builtin_expect` to be right 90% of the time (`builtin-expect-probability`).
+
+use auditor_common::Counts;
+use serde::Serialize;
+
+use crate::catalogue::Hint;
+
+/// A hint holds when the mispredicted share is bounded under this (Wilson 95% upper bound).
+pub const HOLDS_BELOW: f64 = 0.10;
+/// A hint is wrong when the mispredicted share is bounded over this (lower bound).
+pub const WRONG_ABOVE: f64 = 0.50;
+/// An unhinted site whose minority direction is bounded under this is a hint candidate.
+pub const CANDIDATE_BELOW: f64 = 0.01;
+
+/// z for a two-sided 95% interval.
+const Z95: f64 = 1.959_963_984_540_054;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    Holds,
+    Wrong,
+    Unclear,
+    NoData,
+    /// Unhinted, and one direction is rare enough to deserve a hint.
+    Candidate,
+    /// Unhinted, and no direction is rare enough.
+    NoHint,
+}
+
+impl VerdictKind {
+    pub const fn name(self) -> &'static str {
+        match self {
+            VerdictKind::Holds => "holds",
+            VerdictKind::Wrong => "wrong",
+            VerdictKind::Unclear => "unclear",
+            VerdictKind::NoData => "no data",
+            VerdictKind::Candidate => "candidate",
+            VerdictKind::NoHint => "no hint",
+        }
+    }
+}
+
+/// A verdict and the interval it rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    pub kind: VerdictKind,
+    /// Bounds of the share of evaluations against the hint (for an unhinted site: in the
+    /// minority direction). Unreadable evaluations widen the interval both ways: they are
+    /// counted as mispredicted for the upper bound and as predicted for the lower one.
+    pub mispredicted_low: f64,
+    pub mispredicted_high: f64,
+}
+
+/// Wilson score interval for `successes` out of `trials` at 95%.
+pub fn wilson(successes: u64, trials: u64) -> (f64, f64) {
+    if trials == 0 {
+        return (0.0, 1.0);
+    }
+    let n = trials as f64;
+    let p = successes as f64 / n;
+    let z2 = Z95 * Z95;
+    let denominator = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / denominator;
+    let half = Z95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denominator;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// Bounds on the share of `against` among all evaluations when `unreadable` ones may go
+/// either way.
+fn bounds(against: u64, counts: &Counts) -> (f64, f64) {
+    let all = counts.total();
+    let (low, _) = wilson(against, all);
+    let (_, high) = wilson(against + counts.unreadable, all);
+    (low, high)
+}
+
+pub fn judge(hint: Hint, counts: &Counts) -> Verdict {
+    let against = match hint {
+        Hint::Likely => counts.not_taken,
+        Hint::Unlikely => counts.taken,
+        Hint::None => counts.taken.min(counts.not_taken),
+    };
+    let (low, high) = bounds(against, counts);
+    let kind = if counts.taken + counts.not_taken == 0 {
+        VerdictKind::NoData
+    } else if hint == Hint::None {
+        if high < CANDIDATE_BELOW {
+            VerdictKind::Candidate
+        } else {
+            VerdictKind::NoHint
+        }
+    } else if high < HOLDS_BELOW {
+        VerdictKind::Holds
+    } else if low > WRONG_ABOVE {
+        VerdictKind::Wrong
+    } else {
+        VerdictKind::Unclear
+    };
+    Verdict {
+        kind,
+        mispredicted_low: low,
+        mispredicted_high: high,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(taken: u64, not_taken: u64, unreadable: u64) -> Counts {
+        Counts {
+            taken,
+            not_taken,
+            unreadable,
+        }
+    }
+
+    #[test]
+    fn nothing_observed_is_no_data() {
+        assert_eq!(
+            judge(Hint::Unlikely, &counts(0, 0, 0)).kind,
+            VerdictKind::NoData
+        );
+        // Only unreadable evaluations: still nothing decided.
+        assert_eq!(
+            judge(Hint::Likely, &counts(0, 0, 9)).kind,
+            VerdictKind::NoData
+        );
+    }
+
+    #[test]
+    fn all_one_way() {
+        assert_eq!(
+            judge(Hint::Unlikely, &counts(0, 1000, 0)).kind,
+            VerdictKind::Holds
+        );
+        assert_eq!(
+            judge(Hint::Unlikely, &counts(1000, 0, 0)).kind,
+            VerdictKind::Wrong
+        );
+        assert_eq!(
+            judge(Hint::Likely, &counts(1000, 0, 0)).kind,
+            VerdictKind::Holds
+        );
+        assert_eq!(
+            judge(Hint::Likely, &counts(0, 1000, 0)).kind,
+            VerdictKind::Wrong
+        );
+        // Too few to bound the share under 10%.
+        assert_eq!(
+            judge(Hint::Unlikely, &counts(0, 30, 0)).kind,
+            VerdictKind::Unclear
+        );
+    }
+
+    #[test]
+    fn wilson_matches_known_values() {
+        // 0 of 35: upper bound 0.0989 (the smallest n with an upper bound under 10%).
+        let (low, high) = wilson(0, 35);
+        assert_eq!(low, 0.0);
+        assert!((high - 0.0989).abs() < 1e-4, "{high}");
+        let (_, high) = wilson(0, 34);
+        assert!(high > 0.10, "{high}");
+        // 50 of 100: 0.4038 .. 0.5962.
+        let (low, high) = wilson(50, 100);
+        assert!((low - 0.4038).abs() < 1e-4 && (high - 0.5962).abs() < 1e-4);
+    }
+
+    #[test]
+    fn bars_at_their_boundaries() {
+        assert_eq!(
+            judge(Hint::Unlikely, &counts(0, 35, 0)).kind,
+            VerdictKind::Holds
+        );
+        assert_eq!(
+            judge(Hint::Unlikely, &counts(0, 34, 0)).kind,
+            VerdictKind::Unclear
+        );
+        // 60 of 100 against: lower bound 0.502 > 0.5, wrong; 59: 0.492, unclear.
+        assert_eq!(
+            judge(Hint::Likely, &counts(40, 60, 0)).kind,
+            VerdictKind::Wrong
+        );
+        assert_eq!(
+            judge(Hint::Likely, &counts(41, 59, 0)).kind,
+            VerdictKind::Unclear
+        );
+    }
+
+    #[test]
+    fn unreadable_widens_the_interval() {
+        assert_eq!(
+            judge(Hint::Unlikely, &counts(0, 1000, 0)).kind,
+            VerdictKind::Holds
+        );
+        assert_eq!(
+            judge(Hint::Unlikely, &counts(0, 1000, 200)).kind,
+            VerdictKind::Unclear
+        );
+    }
+
+    #[test]
+    fn unhinted_sites() {
+        assert_eq!(
+            judge(Hint::None, &counts(1, 10_000, 0)).kind,
+            VerdictKind::Candidate
+        );
+        assert_eq!(
+            judge(Hint::None, &counts(10, 90, 0)).kind,
+            VerdictKind::NoHint
+        );
+    }
+}
