@@ -175,15 +175,26 @@ impl Drop for HeldChild {
     }
 }
 
+/// Whether `pid` is a process that can still make syscalls (a zombie cannot).
 fn process_exists(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    !matches!(signal::kill(Pid::from_raw(pid), None), Err(Errno::ESRCH))
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name, which may hold spaces.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
 }
 
 /// Runs a traced session.
 pub fn trace(options: &Options) -> Result<Session, Error> {
+    trace_with(options, || {})
+}
+
+/// Runs a traced session, calling `attached` once the probe counts (before a started
+/// command execs).
+pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session, Error> {
     let (argv, description) = match &options.target {
         Target::Command(argv) => {
             let shown = argv
@@ -224,6 +235,7 @@ pub fn trace(options: &Options) -> Result<Session, Error> {
     // On any error from here the held child is dropped, and exits without running.
     let mut probe = Probe::attach(&filter)?;
     catch_stop_signals()?;
+    attached();
     let started = Instant::now();
     let child = held.map(HeldChild::release).transpose()?;
 

@@ -2,13 +2,21 @@
 //! counts each site must show for them. The bundled `auditor-workload` binary runs them;
 //! `auditor trace` with no target runs [`DEFAULT`]; tests use them to check exact counts.
 //!
-//! A workload is a list of steps, written `select:CALLS:N`, `pselect6:CALLS:N`,
-//! `poll:CALLS:NFDS:NEGATIVE`, `ppoll:CALLS:NFDS:NEGATIVE` and `fork` (the steps after it
-//! run in a child process, which the parent waits for). Every call has a zero timeout.
+//! A workload is a list of steps (every call has a zero timeout):
+//! - `select:CALLS:N`, `pselect6:CALLS:N`: calls with `n`; the read set holds fds 3..n.
+//! - `poll:CALLS:NFDS:NEGATIVE`, `ppoll:CALLS:NFDS:NEGATIVE`: calls of NFDS entries, NEGATIVE
+//!   of them with fd = -1.
+//! - `poll-efault:CALLS:NFDS`: polls of an unmapped array (EFAULT: the probe cannot tell
+//!   whether the kernel scanned, so every entry is unreadable).
+//! - `select-efault:CALLS:N`: selects whose timeout is unmapped (EFAULT, undecidable).
+//! - `fork`: the steps after it run in a child process, which the parent waits for.
+//! - `thread`: the steps after it run in a new thread, which the main thread joins.
+//! - `wait`: read a line from stdin first (lets a test attach to a running process).
+//! - `sleep:MS`: sleep MS milliseconds.
 
 use std::{fmt, os::fd::AsRawFd, str::FromStr};
 
-use auditor_common::{Counts, Evaluation, Site, select};
+use auditor_common::{Counts, Evaluation, SYSCALL_COUNT, Site, Syscall, select};
 use thiserror::Error;
 
 /// The default workload: the microbenchmarks of the patches that added the two hints —
@@ -38,6 +46,24 @@ pub enum PollSyscall {
     Ppoll,
 }
 
+impl SelectSyscall {
+    pub const fn syscall(self) -> Syscall {
+        match self {
+            SelectSyscall::Select => Syscall::Select,
+            SelectSyscall::Pselect6 => Syscall::Pselect6,
+        }
+    }
+}
+
+impl PollSyscall {
+    pub const fn syscall(self) -> Syscall {
+        match self {
+            PollSyscall::Poll => Syscall::Poll,
+            PollSyscall::Ppoll => Syscall::Ppoll,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
     /// `calls` calls with `n`; when n > 3 the read set holds fds 3..n, all open.
@@ -54,7 +80,23 @@ pub enum Step {
         nfds: u32,
         negative: u32,
     },
+    /// Polls of `nfds` entries at an unmapped address.
+    PollFault {
+        calls: u32,
+        nfds: u32,
+    },
+    /// Selects (the `select` syscall) with `n` and an unmapped timeout.
+    SelectFault {
+        calls: u32,
+        n: i32,
+    },
     Fork,
+    Thread,
+    Wait,
+    /// Sleep this many milliseconds.
+    Sleep {
+        millis: u64,
+    },
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -84,6 +126,19 @@ impl FromStr for Step {
         };
         match fields.as_slice() {
             ["fork"] => Ok(Step::Fork),
+            ["thread"] => Ok(Step::Thread),
+            ["wait"] => Ok(Step::Wait),
+            ["sleep", millis] => Ok(Step::Sleep {
+                millis: number(text, "MS", millis)?,
+            }),
+            ["poll-efault", calls, nfds] => Ok(Step::PollFault {
+                calls: number(text, "CALLS", calls)?,
+                nfds: number(text, "NFDS", nfds)?,
+            }),
+            ["select-efault", calls, n] => Ok(Step::SelectFault {
+                calls: number(text, "CALLS", calls)?,
+                n: number(text, "N", n)?,
+            }),
             [kind @ ("select" | "pselect6"), calls, n] => Ok(Step::Select {
                 syscall: if *kind == "select" {
                     SelectSyscall::Select
@@ -137,7 +192,12 @@ impl fmt::Display for Step {
                 };
                 write!(f, "{name}:{calls}:{nfds}:{negative}")
             }
+            Step::PollFault { calls, nfds } => write!(f, "poll-efault:{calls}:{nfds}"),
+            Step::SelectFault { calls, n } => write!(f, "select-efault:{calls}:{n}"),
             Step::Fork => f.write_str("fork"),
+            Step::Thread => f.write_str("thread"),
+            Step::Wait => f.write_str("wait"),
+            Step::Sleep { millis } => write!(f, "sleep:{millis}"),
         }
     }
 }
@@ -156,11 +216,17 @@ pub fn parse(spec: &str) -> Result<Vec<Step>, StepError> {
 pub struct Expected {
     /// Per site, in `Site` order.
     pub sites: [Counts; auditor_common::SITE_COUNT],
+    /// Calls per followed syscall, in `Syscall` order.
+    pub calls: [u64; SYSCALL_COUNT],
 }
 
 impl Expected {
     pub fn site(&self, site: Site) -> Counts {
         self.sites[site as usize]
+    }
+
+    pub fn calls(&self, syscall: Syscall) -> u64 {
+        self.calls[syscall as usize]
     }
 }
 
@@ -171,16 +237,18 @@ pub fn expected(steps: &[Step]) -> Vec<Expected> {
     for step in steps {
         let current = processes.last_mut().expect("never empty");
         match *step {
-            Step::Select { calls, n, .. } => {
+            Step::Select { syscall, calls, n } => {
+                current.calls[syscall.syscall() as usize] += u64::from(calls);
                 let evaluation = Evaluation::from_taken(select::n_negative(n));
                 current.sites[Site::SelectNNegative as usize].record(evaluation, u64::from(calls));
             }
             Step::Poll {
+                syscall,
                 calls,
                 nfds,
                 negative,
-                ..
             } => {
+                current.calls[syscall.syscall() as usize] += u64::from(calls);
                 let counts = &mut current.sites[Site::PollFdNegative as usize];
                 counts.record(Evaluation::Taken, u64::from(calls) * u64::from(negative));
                 counts.record(
@@ -188,7 +256,18 @@ pub fn expected(steps: &[Step]) -> Vec<Expected> {
                     u64::from(calls) * u64::from(nfds - negative),
                 );
             }
+            Step::PollFault { calls, nfds } => {
+                current.calls[Syscall::Poll as usize] += u64::from(calls);
+                current.sites[Site::PollFdNegative as usize]
+                    .record(Evaluation::Undecided, u64::from(calls) * u64::from(nfds));
+            }
+            Step::SelectFault { calls, .. } => {
+                current.calls[Syscall::Select as usize] += u64::from(calls);
+                current.sites[Site::SelectNNegative as usize]
+                    .record(Evaluation::Undecided, u64::from(calls));
+            }
             Step::Fork => processes.push(Expected::default()),
+            Step::Thread | Step::Wait | Step::Sleep { .. } => {}
         }
     }
     processes
@@ -197,17 +276,41 @@ pub fn expected(steps: &[Step]) -> Vec<Expected> {
 /// Runs the steps in this process. Errors name the step whose syscall did not behave.
 pub fn run(steps: &[Step]) -> anyhow::Result<()> {
     use anyhow::Context;
+    raise_nofile_limit(nofile_needed(steps))?;
     let fds = FdPool::open(pool_size(steps)).context("cannot open the workload's fds")?;
+    run_steps(&fds, steps)
+}
+
+fn run_steps(fds: &FdPool, steps: &[Step]) -> anyhow::Result<()> {
+    use anyhow::Context;
     for (index, step) in steps.iter().enumerate() {
         match *step {
-            Step::Select { syscall, calls, n } => run_select(&fds, syscall, calls, n),
+            Step::Select { syscall, calls, n } => run_select(fds, syscall, calls, n),
             Step::Poll {
                 syscall,
                 calls,
                 nfds,
                 negative,
-            } => run_poll(&fds, syscall, calls, nfds, negative),
-            Step::Fork => return fork_rest(&steps[index + 1..]),
+            } => run_poll(fds, syscall, calls, nfds, negative),
+            Step::PollFault { calls, nfds } => run_faults(calls, || {
+                // SAFETY: the kernel checks the address and fails with EFAULT.
+                unsafe { libc::syscall(libc::SYS_poll, UNMAPPED, nfds, 0) }
+            }),
+            Step::SelectFault { calls, n } => run_faults(calls, || {
+                let null = std::ptr::null_mut::<libc::c_void>();
+                // SAFETY: as above, for the timeout.
+                unsafe { libc::syscall(libc::SYS_select, n, null, null, null, UNMAPPED) }
+            }),
+            Step::Sleep { millis } => {
+                std::thread::sleep(std::time::Duration::from_millis(millis));
+                Ok(())
+            }
+            Step::Wait => std::io::stdin()
+                .read_line(&mut String::new())
+                .map(drop)
+                .map_err(Into::into),
+            Step::Fork => return fork_rest(fds, &steps[index + 1..]),
+            Step::Thread => return thread_rest(fds, &steps[index + 1..]),
         }
         .with_context(|| format!("workload step `{step}`"))?;
     }
@@ -222,10 +325,22 @@ fn pool_size(steps: &[Step]) -> usize {
             Step::Select { n, .. } => n.max(0) as usize,
             // Poll entries cycle through a pool; 64 fds are plenty.
             Step::Poll { .. } => 64,
-            Step::Fork => 0,
+            _ => 0,
         })
         .max()
         .unwrap_or(0)
+}
+
+/// The RLIMIT_NOFILE the steps need: the kernel refuses a poll of more entries.
+fn nofile_needed(steps: &[Step]) -> u64 {
+    let largest_poll = steps.iter().map(|step| match *step {
+        Step::Poll { nfds, .. } => u64::from(nfds),
+        _ => 0,
+    });
+    largest_poll
+        .max()
+        .unwrap_or(0)
+        .max(pool_size(steps) as u64 + 64)
 }
 
 /// Open fds 3.. up to a limit, all on /dev/null (always readable, so every call returns
@@ -236,7 +351,6 @@ struct FdPool {
 
 impl FdPool {
     fn open(limit: usize) -> anyhow::Result<FdPool> {
-        raise_nofile_limit(limit as u64 + 64)?;
         let mut files = Vec::new();
         loop {
             let file = std::fs::File::open("/dev/null")?;
@@ -253,8 +367,7 @@ impl FdPool {
     }
 }
 
-/// The kernel refuses poll of more entries than RLIMIT_NOFILE, and select needs its fds
-/// open: raise the soft limit as far as the hard one allows.
+/// Raises the soft RLIMIT_NOFILE to `want`, as far as the hard limit allows.
 fn raise_nofile_limit(want: u64) -> anyhow::Result<()> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
@@ -372,16 +485,44 @@ fn run_poll(
     Ok(())
 }
 
-fn fork_rest(rest: &[Step]) -> anyhow::Result<()> {
+/// An address below `vm.mmap_min_addr`: never mapped.
+const UNMAPPED: usize = 0x10;
+
+fn run_faults(calls: u32, call: impl Fn() -> libc::c_long) -> anyhow::Result<()> {
+    for _ in 0..calls {
+        let result = check(call());
+        let errno = result
+            .as_ref()
+            .err()
+            .and_then(|e| e.downcast_ref::<std::io::Error>()?.raw_os_error());
+        anyhow::ensure!(
+            errno == Some(libc::EFAULT),
+            "expected EFAULT, got {result:?}"
+        );
+    }
+    Ok(())
+}
+
+fn thread_rest(fds: &FdPool, rest: &[Step]) -> anyhow::Result<()> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| run_steps(fds, rest))
+            .join()
+            .map_err(|_| anyhow::anyhow!("the workload thread panicked"))?
+    })
+}
+
+fn fork_rest(fds: &FdPool, rest: &[Step]) -> anyhow::Result<()> {
     use nix::{
         sys::wait::{WaitStatus, waitpid},
         unistd::{ForkResult, fork},
     };
-    // SAFETY: the workload is single-threaded; the child runs the remaining steps and
-    // leaves with _exit, never returning into the caller.
+    // SAFETY: the child runs the remaining steps and leaves with _exit, never returning into
+    // the caller. Should a `thread` step come first, glibc's fork keeps malloc usable in the
+    // child, and the steps use nothing else another thread could hold.
     match unsafe { fork() }? {
         ForkResult::Child => {
-            let code = match run(rest) {
+            let code = match run_steps(fds, rest) {
                 Ok(()) => 0,
                 Err(error) => {
                     eprintln!("auditor-workload (child): {error:#}");
@@ -444,6 +585,9 @@ mod tests {
         assert_eq!(expected[0].site(Site::PollFdNegative).total(), 0);
         assert_eq!(expected[1].site(Site::PollFdNegative).taken, 8);
         assert_eq!(expected[1].site(Site::PollFdNegative).not_taken, 12);
+        assert_eq!(expected[0].calls(Syscall::Select), 3);
+        assert_eq!(expected[1].calls(Syscall::Poll), 2);
+        assert_eq!(expected[1].calls(Syscall::Select), 0);
     }
 }
 

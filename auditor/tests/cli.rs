@@ -1,0 +1,125 @@
+//! The `auditor` binary end to end: argument handling, reports, and its errors.
+
+#[allow(dead_code, reason = "each test crate uses part of the helpers")]
+mod common;
+
+use std::process::Command;
+
+use common::require_privileges;
+
+const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn json_report_of_a_workload() {
+    require_privileges();
+    let output = Command::new(AUDITOR)
+        .args([
+            "trace",
+            "--format",
+            "json",
+            "--workload",
+            "select:3:-1 pselect6:2:4 poll:2:16:4",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["version"], 1);
+    let site = |id: &str| {
+        report["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let select = site("select.n_negative");
+    assert_eq!(
+        (select["taken"].as_u64(), select["not_taken"].as_u64()),
+        (Some(3), Some(2))
+    );
+    let poll = site("poll.fd_negative");
+    assert_eq!(
+        (poll["taken"].as_u64(), poll["not_taken"].as_u64()),
+        (Some(8), Some(24))
+    );
+    assert_eq!(poll["hint"], "unlikely");
+    assert_eq!(report["processes"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn table_report_of_the_default_workload() {
+    require_privileges();
+    let output = Command::new(AUDITOR).arg("trace").output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    let row = |id: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(id))
+            .unwrap();
+        line.split('|').map(|c| c.trim().to_string()).collect()
+    };
+    // Columns: site, function, condition, hint, taken, not taken, unreadable, ...
+    assert_eq!(&row("select.n_negative")[4..7], ["20", "2000", "0"]);
+    assert_eq!(&row("poll.fd_negative")[4..7], ["6400", "2144000", "0"]);
+    assert!(row("poll.fd_negative")[9].contains("holds"));
+}
+
+#[test]
+#[ignore = "needs root to drop privileges for the check: run `cargo xtask test` as root"]
+fn without_privileges_it_says_what_is_missing() {
+    require_privileges();
+    let output = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .args([AUDITOR, "trace"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("needs root") && stderr.contains("CAP_BPF"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn conflicting_targets_are_refused() {
+    let output = Command::new(AUDITOR)
+        .args(["trace", "--pid", "1", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not both"), "{stderr}");
+}
+
+#[test]
+fn a_bad_workload_step_is_named() {
+    let output = Command::new(AUDITOR)
+        .args(["trace", "--workload", "poll:1:2:3"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("`poll:1:2:3`: NEGATIVE is larger than NFDS"),
+        "{stderr}"
+    );
+}

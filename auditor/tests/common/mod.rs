@@ -1,0 +1,81 @@
+//! Helpers of the privileged tests: the privilege check, the workload binary, and the
+//! exact comparison of a session's counts with a workload's expected ones.
+
+use std::{collections::BTreeMap, ffi::OsString};
+
+use auditor::{
+    tally::Tally,
+    workload::{self, Expected},
+};
+use auditor_common::{Counts, SITE_COUNT, Site, Syscall};
+
+pub const WORKLOAD: &str = env!("CARGO_BIN_EXE_auditor-workload");
+/// The workload's command name as the kernel keeps it (15 bytes).
+pub const WORKLOAD_COMM: &str = "auditor-workloa";
+
+/// Privileged tests are `#[ignore]`d so that a plain `cargo test` does not run them;
+/// `cargo xtask test` includes them as root. Run without privileges, they fail loudly.
+pub fn require_privileges() {
+    let root = nix::unistd::geteuid().is_root();
+    assert!(
+        root,
+        "this test loads the eBPF probe and needs root and tracefs: run `cargo xtask test` as root"
+    );
+}
+
+/// The command line that runs `steps` with the bundled workload.
+pub fn workload_command(steps: &str) -> Vec<OsString> {
+    let mut argv = vec![OsString::from(WORKLOAD)];
+    argv.extend(steps.split_whitespace().map(OsString::from));
+    argv
+}
+
+/// Counts per pid and site, from a tally; every row must be the workload's.
+fn per_pid(tally: &Tally) -> BTreeMap<u32, [Counts; SITE_COUNT]> {
+    let mut rows: BTreeMap<u32, [Counts; SITE_COUNT]> = BTreeMap::new();
+    for (process, site, counts) in tally.per_process() {
+        assert_eq!(
+            process.comm, WORKLOAD_COMM,
+            "pid {} is not the workload",
+            process.pid
+        );
+        rows.entry(process.pid).or_default()[site as usize].add(counts);
+    }
+    rows
+}
+
+/// Asserts that `tally` holds exactly the counts of workload `steps` started as `first`:
+/// per process (children in pid order), per site, and calls per syscall.
+pub fn assert_exact(tally: &Tally, steps: &str, first: u32) {
+    let expected: Vec<Expected> = workload::expected(&workload::parse(steps).unwrap());
+    let rows = per_pid(tally);
+    let counted = |e: &Expected| e.sites.iter().any(|c| c.total() > 0);
+    let mut pids: Vec<u32> = rows.keys().copied().filter(|&p| p != first).collect();
+    pids.sort_unstable();
+    pids.insert(0, first);
+    let expected_rows: Vec<&Expected> = expected.iter().filter(|e| counted(e)).collect();
+    assert_eq!(
+        rows.len(),
+        expected_rows.len(),
+        "processes with counts: {rows:?}"
+    );
+    for (pid, expected) in pids.iter().zip(expected_rows) {
+        assert_eq!(rows.get(pid), Some(&expected.sites), "pid {pid}");
+    }
+    for site in Site::ALL {
+        let mut total = Counts::ZERO;
+        expected.iter().for_each(|e| total.add(&e.site(site)));
+        assert_eq!(tally.site_total(site), total, "{site:?}");
+    }
+    assert_eq!(tally.unattributed().count(), 0);
+    let calls: BTreeMap<&str, u64> = tally.calls().collect();
+    for syscall in Syscall::ALL {
+        let want: u64 = expected.iter().map(|e| e.calls(syscall)).sum();
+        assert_eq!(
+            calls.get(syscall.name()).copied().unwrap_or(0),
+            want,
+            "{} calls",
+            syscall.name()
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! Privileged end-to-end tests: the probe against workloads that issue exactly known
+//! syscalls. They need root and tracefs: `cargo xtask test` runs them (CI runs as root).
+
+mod common;
+
+use std::{
+    io::Write,
+    process::{Command, Stdio},
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use auditor::{
+    Error,
+    trace::{self, Options, Target},
+};
+use common::{WORKLOAD, assert_exact, require_privileges, workload_command};
+
+fn options(target: Target) -> Options {
+    Options {
+        target,
+        duration: None,
+        status: false,
+    }
+}
+
+fn trace_workload(steps: &str) -> trace::Session {
+    let session = trace::trace(&options(Target::Command(workload_command(steps)))).unwrap();
+    assert_eq!(
+        session.command_status.map(|s| format!("{s:?}")),
+        Some(format!("Exited(Pid({}), 0)", session.command_pid.unwrap())),
+        "the workload failed"
+    );
+    session
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn mixed_workload_is_counted_exactly_per_process() {
+    require_privileges();
+    let steps = "poll:50:1024:17 select:10:-1 pselect6:25:5 fork poll:20:64:3 ppoll:7:31:31";
+    // The auditor's own polls (this test process) and an unrelated process's polls run
+    // meanwhile; neither may be counted.
+    let stop = AtomicBool::new(false);
+    let mut unrelated = Command::new(WORKLOAD)
+        .args(["poll:20000:16:8"])
+        .spawn()
+        .unwrap();
+    let session = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let mut fds = [libc::pollfd {
+                    fd: -1,
+                    events: 0,
+                    revents: 0,
+                }];
+                // SAFETY: one valid entry.
+                unsafe { libc::poll(fds.as_mut_ptr(), 1, 1) };
+            }
+        });
+        let session = trace_workload(steps);
+        stop.store(true, Ordering::Relaxed);
+        session
+    });
+    assert!(unrelated.wait().unwrap().success());
+    assert_exact(&session.tally, steps, session.command_pid.unwrap());
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn poll_arrays_of_every_size_are_counted_whole() {
+    require_privileges();
+    // Around the kernel's stack array (30 entries), its kmalloc chunks (510) and the
+    // probe's own 256-entry reads.
+    let steps = "poll:3:1:1 poll:3:30:0 ppoll:3:31:31 poll:3:255:1 poll:3:256:2 poll:3:257:3 \
+                 poll:3:510:5 ppoll:3:511:100 poll:3:1024:1 ppoll:3:4096:4095 poll:1:16000:7";
+    let session = trace_workload(steps);
+    assert_exact(&session.tally, steps, session.command_pid.unwrap());
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn undecidable_calls_are_counted_as_unreadable() {
+    require_privileges();
+    let steps = "poll-efault:4:100 select-efault:3:-1 select-efault:2:7 poll:2:8:1";
+    let session = trace_workload(steps);
+    assert_exact(&session.tally, steps, session.command_pid.unwrap());
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn pid_target_counts_its_threads_and_ends_with_it() {
+    require_privileges();
+    let steps = "wait select:3:-1 thread poll:5:64:8 pselect6:4:9";
+    let mut child = Command::new(WORKLOAD)
+        .args(steps.split_whitespace())
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let target = Target::Processes {
+        pids: vec![pid],
+        comms: vec![],
+    };
+    // The session ends by itself when the process exits.
+    let session =
+        trace::trace_with(&options(target), || stdin.write_all(b"go\n").unwrap()).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_exact(&session.tally, steps, pid);
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn comm_target_counts_processes_by_name_until_signalled() {
+    require_privileges();
+    let steps = "select:6:-1 poll:4:10:10";
+    let mut pid = 0;
+    let target = Target::Processes {
+        pids: vec![],
+        // The kernel keeps 15 bytes of a name; a longer one matches on those.
+        comms: vec!["auditor-workload".into()],
+    };
+    let session = trace::trace_with(&options(target), || {
+        let mut child = Command::new(WORKLOAD)
+            .args(steps.split_whitespace())
+            .spawn()
+            .unwrap();
+        pid = child.id();
+        assert!(child.wait().unwrap().success());
+        // SIGTERM ends a session that has no end of its own and still reports.
+        nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM).unwrap();
+    })
+    .unwrap();
+    assert_exact(&session.tally, steps, pid);
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn duration_ends_a_session_and_stops_the_command() {
+    require_privileges();
+    let mut target = options(Target::Command(workload_command("sleep:10000 select:1:-1")));
+    target.duration = Some(Duration::from_millis(300));
+    let session = trace::trace(&target).unwrap();
+    // The workload slept the whole time and was sent SIGTERM: nothing counted.
+    assert_eq!(session.tally.total_calls(), 0);
+    assert!(session.elapsed >= Duration::from_millis(300));
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn a_command_that_cannot_run_is_a_clear_error() {
+    require_privileges();
+    let error = trace::trace(&options(Target::Command(vec![
+        "/nonexistent/program".into(),
+    ])))
+    .unwrap_err();
+    assert!(
+        matches!(&error, Error::Spawn { why, .. } if why.contains("No such file")),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_missing_pid_is_a_clear_error() {
+    // pid_max is at most 2^22: this pid cannot exist.
+    let target = Target::Processes {
+        pids: vec![1 << 23],
+        comms: vec![],
+    };
+    let error = trace::trace(&options(target)).unwrap_err();
+    assert!(
+        matches!(error, Error::NoSuchProcess(pid) if pid == 1 << 23),
+        "{error}"
+    );
+}
