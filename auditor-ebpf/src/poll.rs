@@ -65,7 +65,7 @@ fn enter(ctx: &TracePointContext) {
         count: poll::nfds_from_arg(field(ctx, ENTER_NFDS)),
         prelude: 0,
     };
-    if PENDING.insert(&current_tid(), &pending, 0).is_err() {
+    if PENDING.insert(current_tid(), pending, 0).is_err() {
         tally::record(Site::PollFdNegative, &undecided(pending.count));
     }
 }
@@ -73,10 +73,10 @@ fn enter(ctx: &TracePointContext) {
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
     let tid = current_tid();
     // SAFETY: the value is copied out before the entry is removed.
-    let Some(pending) = (unsafe { PENDING.get(&tid) }).copied() else {
+    let Some(pending) = (unsafe { PENDING.get(tid) }).copied() else {
         return;
     };
-    let _ = PENDING.remove(&tid);
+    let _ = PENDING.remove(tid);
     let ret = field(ctx, EXIT_RET) as i64;
     let counts = match poll::scan_from_return(ret) {
         Scan::NotScanned => Counts::ZERO,

@@ -94,7 +94,7 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
         count: 0,
         prelude: prelude as u32,
     };
-    if PENDING.insert(&current_tid(), &pending, 0).is_err() {
+    if PENDING.insert(current_tid(), pending, 0).is_err() {
         // No room to follow the call to its exit: the branch may run, direction unknown.
         let mut counts = Counts::ZERO;
         counts.record(Evaluation::Undecided, 1);
@@ -105,10 +105,10 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
     let tid = current_tid();
     // SAFETY: the value is copied out before the entry is removed.
-    let Some(pending) = (unsafe { PENDING.get(&tid) }).copied() else {
+    let Some(pending) = (unsafe { PENDING.get(tid) }).copied() else {
         return;
     };
-    let _ = PENDING.remove(&tid);
+    let _ = PENDING.remove(tid);
     let prelude = Prelude::from_u32(pending.prelude);
     let ret = field(ctx, EXIT_RET) as i64;
     let mut counts = Counts::ZERO;

@@ -35,16 +35,16 @@ pub fn record(site: Site, counts: &Counts) {
         site: site as u32,
         comm: aya_ebpf::helpers::bpf_get_current_comm().unwrap_or([0; 16]),
     };
-    if let Some(slot) = COUNTS.get_ptr_mut(&key) {
+    if let Some(slot) = COUNTS.get_ptr_mut(key) {
         add(slot, counts);
         return;
     }
     // A new row holds this CPU's counts and zero for the others. EEXIST means another CPU
     // created it meanwhile: add to our slot of that row.
-    if COUNTS.insert(&key, counts, u64::from(BPF_NOEXIST)).is_ok() {
+    if COUNTS.insert(key, counts, u64::from(BPF_NOEXIST)).is_ok() {
         return;
     }
-    if let Some(slot) = COUNTS.get_ptr_mut(&key) {
+    if let Some(slot) = COUNTS.get_ptr_mut(key) {
         add(slot, counts);
     } else if let Some(slot) = UNATTRIBUTED.get_ptr_mut(site as u32) {
         add(slot, counts);

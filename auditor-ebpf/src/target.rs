@@ -46,21 +46,21 @@ pub fn is_traced() -> bool {
         return true;
     }
     // SAFETY: the value is only tested for presence.
-    if unsafe { TRACED.get(&tgid) }.is_some() {
+    if unsafe { TRACED.get(tgid) }.is_some() {
         return true;
     }
     if global(&FILTER_COMMS) != 0
         && let Ok(comm) = aya_ebpf::helpers::bpf_get_current_comm()
     {
         // SAFETY: as above.
-        return unsafe { COMMS.get(&comm) }.is_some();
+        return unsafe { COMMS.get(comm) }.is_some();
     }
     false
 }
 
 fn trace_process(pid: u32) {
     // A full table only stops following new processes; the loader sized it for the target.
-    let _ = TRACED.insert(&pid, &1, 0);
+    let _ = TRACED.insert(pid, 1, 0);
 }
 
 /// `sched:sched_process_fork` runs in the parent before the child can run, so a child of a
@@ -73,7 +73,7 @@ pub fn process_fork(ctx: TracePointContext) -> u32 {
     }
     let parent = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
     // SAFETY: presence test only.
-    if unsafe { TRACED.get(&parent) }.is_none() {
+    if unsafe { TRACED.get(parent) }.is_none() {
         return 0;
     }
     let offset = global(&FORK_CHILD_PID_OFFSET) as usize;

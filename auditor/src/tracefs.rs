@@ -40,7 +40,7 @@ pub fn field_offset(category: &str, event: &str, field: &str) -> Result<usize, E
 }
 
 /// Finds `offset:N` on the line declaring `field` in a tracefs `format` file, e.g.
-/// `field:pid_t child_pid;	offset:20;	size:4;	signed:1;`.
+/// `field:pid_t child_pid;<TAB>offset:20;<TAB>size:4;<TAB>signed:1;`.
 pub fn parse_field_offset(format: &str, field: &str) -> Option<usize> {
     format.lines().find_map(|line| {
         let mut parts = line.trim().split(';').map(str::trim);

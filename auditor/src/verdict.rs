@@ -64,7 +64,10 @@ pub fn wilson(successes: u64, trials: u64) -> (f64, f64) {
     let denominator = 1.0 + z2 / n;
     let centre = (p + z2 / (2.0 * n)) / denominator;
     let half = Z95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denominator;
-    ((centre - half).max(0.0), (centre + half).min(1.0))
+    // At the extremes the bound is exact; keep rounding from making 0 look like 1e-17.
+    let low = if successes == 0 { 0.0 } else { (centre - half).max(0.0) };
+    let high = if successes == trials { 1.0 } else { (centre + half).min(1.0) };
+    (low, high)
 }
 
 /// Bounds on the share of `against` among all evaluations when `unreadable` ones may go
@@ -159,7 +162,7 @@ mod tests {
     fn wilson_matches_known_values() {
         // 0 of 35: upper bound 0.0989 (the smallest n with an upper bound under 10%).
         let (low, high) = wilson(0, 35);
-        assert!(low.abs() < 1e-12, "{low}");
+        assert_eq!(low, 0.0);
         assert!((high - 0.0989).abs() < 1e-4, "{high}");
         let (_, high) = wilson(0, 34);
         assert!(high > 0.10, "{high}");

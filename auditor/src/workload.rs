@@ -539,6 +539,27 @@ fn fork_rest(fds: &FdPool, rest: &[Step]) -> anyhow::Result<()> {
     }
 }
 
+/// The command line that runs workload `spec` with the bundled `auditor-workload`, which
+/// is installed beside the `auditor` binary.
+pub fn command(spec: &str) -> Result<Vec<std::ffi::OsString>, crate::Error> {
+    let steps = parse(spec).map_err(|e| crate::Error::Spawn {
+        command: format!("workload {spec}"),
+        why: e.to_string(),
+    })?;
+    let binary = std::env::current_exe()?.with_file_name("auditor-workload");
+    if !binary.is_file() {
+        return Err(crate::Error::Spawn {
+            command: binary.display().to_string(),
+            why: "the bundled workload binary is not beside the auditor binary (build the \
+                  whole package: `cargo xtask build`)"
+                .into(),
+        });
+    }
+    let mut argv = vec![binary.into_os_string()];
+    argv.extend(steps.iter().map(|s| s.to_string().into()));
+    Ok(argv)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -589,25 +610,4 @@ mod tests {
         assert_eq!(expected[1].calls(Syscall::Poll), 2);
         assert_eq!(expected[1].calls(Syscall::Select), 0);
     }
-}
-
-/// The command line that runs workload `spec` with the bundled `auditor-workload`, which
-/// is installed beside the `auditor` binary.
-pub fn command(spec: &str) -> Result<Vec<std::ffi::OsString>, crate::Error> {
-    let steps = parse(spec).map_err(|e| crate::Error::Spawn {
-        command: format!("workload {spec}"),
-        why: e.to_string(),
-    })?;
-    let binary = std::env::current_exe()?.with_file_name("auditor-workload");
-    if !binary.is_file() {
-        return Err(crate::Error::Spawn {
-            command: binary.display().to_string(),
-            why: "the bundled workload binary is not beside the auditor binary (build the \
-                  whole package: `cargo xtask build`)"
-                .into(),
-        });
-    }
-    let mut argv = vec![binary.into_os_string()];
-    argv.extend(steps.iter().map(|s| s.to_string().into()));
-    Ok(argv)
 }

@@ -1,1 +1,65 @@
-fn main() {}
+//! `cargo xtask`: sets the eBPF toolchain up, builds, runs the auditor, runs every test.
+
+mod build;
+mod run;
+mod setup;
+mod test;
+
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "Project tasks for auditor")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what building the probe needs: nightly rust-src, LLVM 22, bpf-linker.
+    Setup(setup::Options),
+    /// Build the release auditor with its probe embedded.
+    Build,
+    /// Build, then run `auditor` (by default `auditor trace`: the default workload).
+    Run(run::Options),
+    /// Run every test: lints, unit tests, and (as root) the privileged eBPF tests.
+    Test(test::Options),
+}
+
+/// Runs `command`, failing with the command line when it fails.
+pub fn exec(command: &mut Command) -> anyhow::Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("cannot run {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed: {status}");
+    }
+    Ok(())
+}
+
+/// The workspace root (xtask lives one level below it).
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask is inside the workspace")
+        .to_path_buf()
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().task {
+        Task::Setup(options) => setup::run(&options),
+        Task::Build => build::run().map(drop),
+        Task::Run(options) => run::run(&options),
+        Task::Test(options) => test::run(&options),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -61,7 +61,7 @@ fn write(
     };
     writeln!(
         out,
-        "{heading}auditor{heading}: {} ({}, {:.1} s); calls: {calls}\n",
+        "{heading}auditor{heading}: {} ({}, {:.2} s); calls: {calls}\n",
         report.target, report.source, report.duration_seconds
     )?;
 
