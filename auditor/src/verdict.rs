@@ -65,8 +65,16 @@ pub fn wilson(successes: u64, trials: u64) -> (f64, f64) {
     let centre = (p + z2 / (2.0 * n)) / denominator;
     let half = Z95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denominator;
     // At the extremes the bound is exact; keep rounding from making 0 look like 1e-17.
-    let low = if successes == 0 { 0.0 } else { (centre - half).max(0.0) };
-    let high = if successes == trials { 1.0 } else { (centre + half).min(1.0) };
+    let low = if successes == 0 {
+        0.0
+    } else {
+        (centre - half).max(0.0)
+    };
+    let high = if successes == trials {
+        1.0
+    } else {
+        (centre + half).min(1.0)
+    };
     (low, high)
 }
 
