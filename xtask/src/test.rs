@@ -2,9 +2,12 @@
 //! and integration tests, and, as root, the privileged eBPF tests (`#[ignore]`d for a plain
 //! `cargo test`), which run one at a time since they share the kernel.
 
-use std::process::Command;
+use std::{
+    io::{BufRead, BufReader},
+    process::{Command, Stdio},
+};
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 
 use crate::{exec, setup, workspace_root};
 
@@ -81,5 +84,84 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
              *** Run `cargo xtask test` as root to include them.              ***\n"
         );
     }
-    exec(&mut test)
+    run_counted(&mut test)
+}
+
+/// Totals over every `test result:` line of a cargo test run.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Totals {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl Totals {
+    /// Adds `test result: ok. 8 passed; 0 failed; 1 ignored; …`.
+    fn add_line(&mut self, line: &str) {
+        let Some(rest) = line.strip_prefix("test result: ") else {
+            return;
+        };
+        for part in rest.split(';') {
+            let mut words = part.split_whitespace().rev();
+            let (Some(what), Some(count)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(count) = count.parse::<u64>() else {
+                continue;
+            };
+            match what {
+                "passed" => self.passed += count,
+                "failed" => self.failed += count,
+                "ignored" => self.ignored += count,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Runs cargo test, passing its output through, and closes with one line of totals over
+/// all test binaries (cargo's own last line is that of the last binary, often doc tests).
+fn run_counted(test: &mut Command) -> anyhow::Result<()> {
+    let mut child = test
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {test:?}"))?;
+    let mut totals = Totals::default();
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let line = line?;
+        println!("{line}");
+        totals.add_line(&line);
+    }
+    let status = child.wait()?;
+    println!(
+        "\ntests: {} passed, {} failed, {} skipped",
+        totals.passed, totals.failed, totals.ignored
+    );
+    if !status.success() {
+        bail!("{test:?} failed: {status}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_add_up_cargo_lines() {
+        let mut totals = Totals::default();
+        totals.add_line("test result: ok. 15 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s");
+        totals.add_line(
+            "test result: FAILED. 6 passed; 2 failed; 3 ignored; 0 measured; 0 filtered out",
+        );
+        totals.add_line("test foo ... ok");
+        assert_eq!(
+            totals,
+            Totals {
+                passed: 21,
+                failed: 2,
+                ignored: 3
+            }
+        );
+    }
 }
