@@ -88,11 +88,15 @@ pub struct Counts {
 }
 
 impl Counts {
-    pub const ZERO: Counts = Counts {
-        taken: 0,
-        not_taken: 0,
-        unreadable: 0,
-    };
+    pub const ZERO: Counts = Counts::new(0, 0, 0);
+
+    pub const fn new(taken: u64, not_taken: u64, unreadable: u64) -> Counts {
+        Counts {
+            taken,
+            not_taken,
+            unreadable,
+        }
+    }
 
     /// Adds `n` evaluations that went as `evaluation` says.
     pub fn record(&mut self, evaluation: Evaluation, n: u64) {

@@ -18,6 +18,8 @@ pub struct Tally {
     /// Counts the source could not attribute to a process (the probe's table was full).
     unattributed: BTreeMap<Site, Counts>,
     calls: BTreeMap<&'static str, u64>,
+    /// Probe runs the kernel skipped (another BPF program ran on that CPU).
+    missed_probe_runs: u64,
 }
 
 impl Tally {
@@ -38,6 +40,14 @@ impl Tally {
         if calls > 0 {
             *self.calls.entry(syscall.name()).or_default() += calls;
         }
+    }
+
+    pub fn add_missed_probe_runs(&mut self, runs: u64) {
+        self.missed_probe_runs += runs;
+    }
+
+    pub fn missed_probe_runs(&self) -> u64 {
+        self.missed_probe_runs
     }
 
     /// Counts of `site` over every process, attributed or not.
@@ -91,6 +101,7 @@ impl Tally {
         for (name, calls) in &other.calls {
             *self.calls.entry(name).or_default() += calls;
         }
+        self.missed_probe_runs += other.missed_probe_runs;
     }
 }
 
@@ -98,12 +109,8 @@ impl Tally {
 mod tests {
     use super::*;
 
-    fn counts(taken: u64, not_taken: u64, unreadable: u64) -> Counts {
-        Counts {
-            taken,
-            not_taken,
-            unreadable,
-        }
+    const fn counts(taken: u64, not_taken: u64, unreadable: u64) -> Counts {
+        Counts::new(taken, not_taken, unreadable)
     }
 
     fn process(pid: u32) -> Process {

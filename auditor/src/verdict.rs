@@ -120,12 +120,8 @@ pub fn judge(hint: Hint, counts: &Counts) -> Verdict {
 mod tests {
     use super::*;
 
-    fn counts(taken: u64, not_taken: u64, unreadable: u64) -> Counts {
-        Counts {
-            taken,
-            not_taken,
-            unreadable,
-        }
+    const fn counts(taken: u64, not_taken: u64, unreadable: u64) -> Counts {
+        Counts::new(taken, not_taken, unreadable)
     }
 
     #[test]

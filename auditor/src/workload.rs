@@ -174,11 +174,7 @@ impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Step::Select { syscall, calls, n } => {
-                let name = match syscall {
-                    SelectSyscall::Select => "select",
-                    SelectSyscall::Pselect6 => "pselect6",
-                };
-                write!(f, "{name}:{calls}:{n}")
+                write!(f, "{}:{calls}:{n}", syscall.syscall().name())
             }
             Step::Poll {
                 syscall,
@@ -186,11 +182,7 @@ impl fmt::Display for Step {
                 nfds,
                 negative,
             } => {
-                let name = match syscall {
-                    PollSyscall::Poll => "poll",
-                    PollSyscall::Ppoll => "ppoll",
-                };
-                write!(f, "{name}:{calls}:{nfds}:{negative}")
+                write!(f, "{}:{calls}:{nfds}:{negative}", syscall.syscall().name())
             }
             Step::PollFault { calls, nfds } => write!(f, "poll-efault:{calls}:{nfds}"),
             Step::SelectFault { calls, n } => write!(f, "select-efault:{calls}:{n}"),

@@ -62,6 +62,8 @@ pub struct Report {
     pub sites: Vec<SiteReport>,
     /// One row per (process, site) with counts.
     pub processes: Vec<ProcessReport>,
+    /// Probe runs the kernel skipped; each may have lost a call.
+    pub missed_probe_runs: u64,
     /// What the reader must know to trust the numbers.
     pub notes: Vec<String>,
 }
@@ -102,6 +104,7 @@ impl Report {
             calls: tally.calls().map(|(n, c)| (n.to_string(), c)).collect(),
             sites,
             processes,
+            missed_probe_runs: tally.missed_probe_runs(),
             notes,
         }
     }
@@ -139,6 +142,13 @@ fn notes(tally: &Tally, sites: &[SiteReport]) -> Vec<String> {
             "{}: {} evaluations could not be decided (user memory the probe could not read, \
              or a return value that does not tell); verdict bounds count them both ways.",
             site.info.id, site.counts.unreadable
+        ));
+    }
+    if tally.missed_probe_runs() > 0 {
+        notes.push(format!(
+            "The kernel skipped {} runs of the probe (another BPF program was running on the \
+             same CPU): up to that many calls are missing from the counts.",
+            tally.missed_probe_runs()
         ));
     }
     for (site, counts) in tally.unattributed() {

@@ -1,6 +1,8 @@
 //! The eBPF source: loads the probe embedded in this binary, points it at the target,
 //! attaches it to its tracepoints, and reads its per-CPU counters into a tally.
 
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+
 use auditor_common::{COMM_LEN, CountKey, Counts, Site, Syscall, globals, maps};
 use aya::{
     Ebpf, EbpfLoader,
@@ -203,9 +205,24 @@ impl Probe {
         Ok(())
     }
 
+    /// Runs of the probe's programs that the kernel skipped because another BPF program
+    /// was running on that CPU (`recursion_misses`): each may have lost a call's counts.
+    fn missed_runs(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        for (name, program) in self.ebpf.programs() {
+            let fd = program
+                .fd()
+                .map_err(|e| Error::Probe(format!("program {name}: {e}")))?;
+            total += recursion_misses(fd.as_fd())
+                .map_err(|e| Error::Probe(format!("reading the statistics of {name}: {e}")))?;
+        }
+        Ok(total)
+    }
+
     /// The counts so far, summed over CPUs.
     pub fn tally(&self) -> Result<Tally, Error> {
         let mut tally = Tally::default();
+        tally.add_missed_probe_runs(self.missed_runs()?);
         let map = |name: &str| {
             self.ebpf
                 .map(name)
@@ -249,6 +266,35 @@ impl Probe {
         }
         Ok(tally)
     }
+}
+
+/// `recursion_misses` of a loaded program, from `BPF_OBJ_GET_INFO_BY_FD` (aya 0.14 does not
+/// expose it).
+fn recursion_misses(fd: BorrowedFd<'_>) -> std::io::Result<u64> {
+    use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
+    // SAFETY: both are plain C structs for which all-zero is a valid value.
+    let (mut info, mut attr) = unsafe {
+        (
+            std::mem::zeroed::<bpf_prog_info>(),
+            std::mem::zeroed::<bpf_attr>(),
+        )
+    };
+    attr.info.bpf_fd = fd.as_raw_fd() as u32;
+    attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
+    attr.info.info = (&raw mut info) as u64;
+    // SAFETY: attr names a valid fd and a buffer of info_len bytes that outlives the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_int,
+            &raw mut attr,
+            std::mem::size_of::<bpf_attr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(info.recursion_misses)
 }
 
 #[cfg(test)]

@@ -68,6 +68,7 @@ pub fn assert_exact(tally: &Tally, steps: &str, first: u32) {
         assert_eq!(tally.site_total(site), total, "{site:?}");
     }
     assert_eq!(tally.unattributed().count(), 0);
+    assert_eq!(tally.missed_probe_runs(), 0);
     let calls: BTreeMap<&str, u64> = tally.calls().collect();
     for syscall in Syscall::ALL {
         let want: u64 = expected.iter().map(|e| e.calls(syscall)).sum();
