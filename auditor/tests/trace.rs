@@ -174,3 +174,22 @@ fn a_missing_pid_is_a_clear_error() {
         "{error}"
     );
 }
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn tracefs_is_mounted_when_missing() {
+    require_privileges();
+    let events = std::path::Path::new(auditor::tracefs::MOUNT_POINT).join("events");
+    if events.is_dir() {
+        nix::mount::umount2(
+            auditor::tracefs::MOUNT_POINT,
+            nix::mount::MntFlags::MNT_DETACH,
+        )
+        .unwrap();
+    }
+    assert!(!events.is_dir());
+    let steps = "poll:2:4:1";
+    let session = trace_workload(steps);
+    assert!(events.is_dir());
+    assert_exact(&session.tally, steps, session.command_pid.unwrap());
+}

@@ -4,7 +4,7 @@
 mod json;
 mod table;
 
-use std::{io::Write, time::Duration};
+use std::{collections::BTreeMap, io::Write, time::Duration};
 
 use auditor_common::{Counts, Site};
 use serde::Serialize;
@@ -57,7 +57,7 @@ pub struct Report {
     pub target: String,
     pub duration_seconds: f64,
     /// Calls seen per syscall.
-    pub calls: Vec<(String, u64)>,
+    pub calls: BTreeMap<String, u64>,
     /// One row per site, in catalogue order.
     pub sites: Vec<SiteReport>,
     /// One row per (process, site) with counts.
