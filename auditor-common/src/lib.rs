@@ -6,7 +6,11 @@
 //! disagree about what a branch means.
 #![no_std]
 
+pub mod close;
+pub mod epoll;
+pub mod fd;
 pub mod poll;
+pub mod prelude;
 pub mod select;
 
 /// Length of a task's command name, as in the kernel (`TASK_COMM_LEN`).
@@ -16,6 +20,7 @@ pub const COMM_LEN: usize = 16;
 pub mod errno {
     pub const EINTR: i64 = 4;
     pub const EBADF: i64 = 9;
+    pub const EMFILE: i64 = 24;
     pub const ENOMEM: i64 = 12;
     pub const EFAULT: i64 = 14;
     pub const EINVAL: i64 = 22;
@@ -28,31 +33,121 @@ pub mod errno {
 }
 
 /// A catalogued kernel branch. The discriminant indexes the probe's per-site arrays, so
-/// values are dense and stable; the user-side catalogue describes each one.
+/// values are dense and stable; the readiness core declares what each one is.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Site {
-    /// `core_sys_select`: `if (unlikely(n < 0)) return -EINVAL;`
     SelectNNegative = 0,
-    /// `do_pollfd`: `if (unlikely(fd < 0)) goto out;`
-    PollFdNegative = 1,
+    SelectNClamped = 1,
+    SelectBitmapsOnHeap = 2,
+    SelectFdNotOpen = 3,
+    SelectZeroTimeout = 4,
+    SelectWordEmpty = 5,
+    PollNfdsOverRlimit = 6,
+    PollEntriesOnHeap = 7,
+    PollZeroTimeout = 8,
+    PollFdNegative = 9,
+    PollFdNotOpen = 10,
+    EpollBadArgs = 11,
+    EpollZeroTimeout = 12,
+    FdBelowMax = 13,
+    FdFastPath = 14,
+    FdTableFull = 15,
+    FdEmfile = 16,
+    CloseOk = 17,
+    FgetTableShared = 18,
 }
+
+/// Number of catalogued sites (the length of the probe's per-site arrays).
+pub const SITE_COUNT: usize = 19;
 
 impl Site {
     /// Every site, in catalogue order.
-    pub const ALL: [Site; SITE_COUNT] = [Site::SelectNNegative, Site::PollFdNegative];
+    pub const ALL: [Site; SITE_COUNT] = [
+        Site::SelectNNegative,
+        Site::SelectNClamped,
+        Site::SelectBitmapsOnHeap,
+        Site::SelectFdNotOpen,
+        Site::SelectZeroTimeout,
+        Site::SelectWordEmpty,
+        Site::PollNfdsOverRlimit,
+        Site::PollEntriesOnHeap,
+        Site::PollZeroTimeout,
+        Site::PollFdNegative,
+        Site::PollFdNotOpen,
+        Site::EpollBadArgs,
+        Site::EpollZeroTimeout,
+        Site::FdBelowMax,
+        Site::FdFastPath,
+        Site::FdTableFull,
+        Site::FdEmfile,
+        Site::CloseOk,
+        Site::FgetTableShared,
+    ];
 
     pub const fn from_u32(value: u32) -> Option<Site> {
-        match value {
-            0 => Some(Site::SelectNNegative),
-            1 => Some(Site::PollFdNegative),
-            _ => None,
+        if (value as usize) < SITE_COUNT {
+            Some(Site::ALL[value as usize])
+        } else {
+            None
+        }
+    }
+
+    /// Whether the probe decides this site. The others need the task's fd table, read
+    /// through BTF, which the probe does not do yet; the report says so for them.
+    pub const fn probe_decides(self) -> bool {
+        !matches!(
+            self,
+            Site::SelectNClamped
+                | Site::SelectBitmapsOnHeap
+                | Site::SelectWordEmpty
+                | Site::FdBelowMax
+                | Site::FdFastPath
+                | Site::FdTableFull
+                | Site::FdEmfile
+                | Site::FgetTableShared
+        )
+    }
+}
+
+/// Whether the kernel got to a branch, as far as the observer can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reached {
+    Yes,
+    No,
+    /// The return value does not tell (e.g. EFAULT from a copy before or after it).
+    Unknown,
+}
+
+impl Reached {
+    /// The evaluation of a branch reached this way, taken as `taken` says (`None`: what
+    /// decides it could not be read).
+    pub const fn evaluate(self, taken: Option<bool>) -> Evaluation {
+        match (self, taken) {
+            (Reached::No, _) => Evaluation::NotReached,
+            (Reached::Unknown, _) | (Reached::Yes, None) => Evaluation::Undecided,
+            (Reached::Yes, Some(taken)) => Evaluation::from_taken(taken),
         }
     }
 }
 
-/// Number of catalogued sites (the length of the probe's per-site arrays).
-pub const SITE_COUNT: usize = 2;
+/// Whether `do_select` / `do_poll` scanned, from the return value: both return only after a
+/// scan, with a count or a restart code when a signal came (poll turns `-ERESTARTNOHAND`
+/// into `-ERESTART_RESTARTBLOCK`, ppoll and pselect6 may turn it into `-EINTR`). EFAULT
+/// comes from copies before the scan or after it.
+pub const fn scan_reached(ret: i64) -> Reached {
+    if ret >= 0
+        || ret == -errno::EINTR
+        || ret == -errno::ERESTARTNOHAND
+        || ret == -errno::ERESTART_RESTARTBLOCK
+    {
+        Reached::Yes
+    } else if ret == -errno::EFAULT {
+        Reached::Unknown
+    } else {
+        Reached::No
+    }
+}
 
 /// How one evaluation of a branch went, as far as the observer can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +235,10 @@ pub enum Syscall {
     Pselect6 = 1,
     Poll = 2,
     Ppoll = 3,
+    EpollWait = 4,
+    EpollPwait = 5,
+    EpollPwait2 = 6,
+    Close = 7,
 }
 
 impl Syscall {
@@ -148,6 +247,10 @@ impl Syscall {
         Syscall::Pselect6,
         Syscall::Poll,
         Syscall::Ppoll,
+        Syscall::EpollWait,
+        Syscall::EpollPwait,
+        Syscall::EpollPwait2,
+        Syscall::Close,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -156,12 +259,16 @@ impl Syscall {
             Syscall::Pselect6 => "pselect6",
             Syscall::Poll => "poll",
             Syscall::Ppoll => "ppoll",
+            Syscall::EpollWait => "epoll_wait",
+            Syscall::EpollPwait => "epoll_pwait",
+            Syscall::EpollPwait2 => "epoll_pwait2",
+            Syscall::Close => "close",
         }
     }
 }
 
 /// Number of followed syscalls.
-pub const SYSCALL_COUNT: usize = 4;
+pub const SYSCALL_COUNT: usize = 8;
 
 /// Names of the probe's load-time globals, set by the loader with `override_global`.
 pub mod globals {

@@ -1,7 +1,7 @@
-//! The poll family (fs/select.c): the `fd < 0` branch of `do_pollfd`, and which return
-//! values mean `do_poll` scanned the array at all.
+//! The poll family (fs/select.c): branches of `do_sys_poll`, `do_poll` and `do_pollfd`, and
+//! how an observer tells whether a call got to each.
 
-use crate::errno;
+use crate::{Evaluation, Reached, errno, prelude::Prelude, scan_reached};
 
 /// `struct pollfd` as user space passes it.
 #[repr(C)]
@@ -15,48 +15,77 @@ pub struct PollFd {
 /// Size of one `struct pollfd` in user memory.
 pub const POLLFD_SIZE: usize = core::mem::size_of::<PollFd>();
 
-/// `do_pollfd`: `if (unlikely(fd < 0)) goto out;` — the entry is ignored.
-pub const fn fd_negative(fd: i32) -> bool {
-    fd < 0
-}
+/// `POLLNVAL`: what `do_pollfd` reports for an fd that is not open.
+pub const POLLNVAL: i16 = 0x20;
+
+/// Entries `do_sys_poll` keeps on its stack on x86_64: (256 - 16) / 8.
+pub const N_STACK_PPS: u32 = 30;
 
 /// The `nfds` the kernel sees: an `unsigned int` in a 64-bit register.
 pub const fn nfds_from_arg(arg: u64) -> u32 {
     arg as u32
 }
 
-/// Whether `do_poll` ran `do_pollfd` over the entries, judged from the return value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scan {
-    /// At least one scan of every entry happened.
-    Scanned,
-    /// The call failed before `do_poll`: nfds over RLIMIT_NOFILE, a bad timeout or sigmask
-    /// (EINVAL), no memory (ENOMEM).
-    NotScanned,
-    /// EFAULT comes from copying entries in (before the scan), from the timeout or sigmask
-    /// (before), or from writing revents back (after): the observer cannot tell which.
-    Unknown,
+/// `do_pollfd`: `if (unlikely(fd < 0))` — the entry is ignored.
+pub const fn fd_negative(fd: i32) -> bool {
+    fd < 0
 }
 
-/// `do_poll` only returns after a scan: a count, or a restart code when a signal came
-/// (poll turns `-ERESTARTNOHAND` into `-ERESTART_RESTARTBLOCK`, ppoll may turn it into `-EINTR`).
-pub const fn scan_from_return(ret: i64) -> Scan {
-    if ret >= 0
-        || ret == -errno::EINTR
-        || ret == -errno::ERESTARTNOHAND
-        || ret == -errno::ERESTART_RESTARTBLOCK
-    {
-        Scan::Scanned
-    } else if ret == -errno::EFAULT {
-        Scan::Unknown
-    } else {
-        Scan::NotScanned
+/// `do_pollfd`: the fd is not open (`fd_empty(f)`), reported as POLLNVAL in revents.
+pub const fn fd_not_open(revents: i16) -> bool {
+    revents & POLLNVAL != 0
+}
+
+/// `do_sys_poll`: the first chunk (`N_STACK_PPS` entries on the stack) is not enough, and
+/// the rest goes to kmalloc'ed chunks of up to 510.
+pub const fn entries_on_heap(nfds: u32) -> bool {
+    nfds > N_STACK_PPS
+}
+
+/// `do_sys_poll`: `if (nfds > rlimit(RLIMIT_NOFILE)) return -EINVAL;`. Only the return value
+/// tells (the limit is the task's); ppoll's timeout and sigmask checks come first and fail
+/// with EINVAL or EFAULT too. After the branch, do_sys_poll never returns EINVAL.
+pub const fn nfds_over_rlimit_evaluation(prelude: Prelude, ret: i64) -> Evaluation {
+    let taken = ret == -errno::EINVAL;
+    match prelude {
+        Prelude::Fails => Evaluation::NotReached,
+        Prelude::Passes => Evaluation::from_taken(taken),
+        Prelude::Unknown if taken || ret == -errno::EFAULT => Evaluation::Undecided,
+        Prelude::Unknown => Evaluation::NotTaken,
+    }
+}
+
+/// The heap branch runs after the RLIMIT_NOFILE check passed and the first chunk was
+/// copied in, for nfds > 0; its taken arm is the only way to ENOMEM.
+pub const fn entries_on_heap_evaluation(
+    nfds_over_rlimit: Evaluation,
+    nfds: u32,
+    ret: i64,
+) -> Evaluation {
+    if nfds == 0 {
+        return Evaluation::NotReached;
+    }
+    let reached = match crate::select::after(nfds_over_rlimit) {
+        Reached::Yes if ret == -errno::ENOMEM => Reached::Yes,
+        Reached::Yes => scan_reached(ret),
+        other => other,
+    };
+    reached.evaluate(Some(entries_on_heap(nfds)))
+}
+
+/// Whether `do_poll` scanned the entries (and evaluated its zero-timeout branch): after the
+/// RLIMIT_NOFILE check, a count or a restart code.
+pub const fn scan(nfds_over_rlimit: Evaluation, ret: i64) -> Reached {
+    match crate::select::after(nfds_over_rlimit) {
+        Reached::Yes => scan_reached(ret),
+        other => other,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errno::*;
 
     #[test]
     fn fd_boundaries() {
@@ -64,26 +93,64 @@ mod tests {
         assert!(fd_negative(i32::MIN));
         assert!(!fd_negative(0));
         assert!(!fd_negative(i32::MAX));
+        assert!(fd_not_open(POLLNVAL));
+        assert!(fd_not_open(POLLNVAL | 1));
+        assert!(!fd_not_open(1));
     }
 
     #[test]
-    fn nfds_is_unsigned_int() {
+    fn sizes() {
         assert_eq!(nfds_from_arg(0x1_0000_0400), 1024);
         assert_eq!(POLLFD_SIZE, 8);
+        assert!(!entries_on_heap(30));
+        assert!(entries_on_heap(31));
     }
 
     #[test]
-    fn scans_from_return() {
-        assert_eq!(scan_from_return(0), Scan::Scanned);
-        assert_eq!(scan_from_return(3), Scan::Scanned);
-        assert_eq!(scan_from_return(-errno::EINTR), Scan::Scanned);
-        assert_eq!(scan_from_return(-errno::ERESTARTNOHAND), Scan::Scanned);
+    fn rlimit_from_return() {
+        use Evaluation::*;
+        assert_eq!(nfds_over_rlimit_evaluation(Prelude::Passes, -EINVAL), Taken);
+        assert_eq!(nfds_over_rlimit_evaluation(Prelude::Passes, 0), NotTaken);
         assert_eq!(
-            scan_from_return(-errno::ERESTART_RESTARTBLOCK),
-            Scan::Scanned
+            nfds_over_rlimit_evaluation(Prelude::Passes, -EFAULT),
+            NotTaken
         );
-        assert_eq!(scan_from_return(-errno::EINVAL), Scan::NotScanned);
-        assert_eq!(scan_from_return(-errno::ENOMEM), Scan::NotScanned);
-        assert_eq!(scan_from_return(-errno::EFAULT), Scan::Unknown);
+        assert_eq!(
+            nfds_over_rlimit_evaluation(Prelude::Fails, -EINVAL),
+            NotReached
+        );
+        assert_eq!(
+            nfds_over_rlimit_evaluation(Prelude::Unknown, -EINVAL),
+            Undecided
+        );
+        assert_eq!(
+            nfds_over_rlimit_evaluation(Prelude::Unknown, -EFAULT),
+            Undecided
+        );
+        assert_eq!(nfds_over_rlimit_evaluation(Prelude::Unknown, 1), NotTaken);
+    }
+
+    #[test]
+    fn heap_and_timeout_from_return() {
+        use Evaluation::*;
+        assert_eq!(entries_on_heap_evaluation(NotTaken, 0, 0), NotReached);
+        assert_eq!(entries_on_heap_evaluation(NotTaken, 30, 0), NotTaken);
+        assert_eq!(entries_on_heap_evaluation(NotTaken, 31, 2), Taken);
+        assert_eq!(entries_on_heap_evaluation(NotTaken, 31, -ENOMEM), Taken);
+        assert_eq!(entries_on_heap_evaluation(Taken, 31, -EINVAL), NotReached);
+        assert_eq!(entries_on_heap_evaluation(NotTaken, 31, -EFAULT), Undecided);
+        assert_eq!(
+            entries_on_heap_evaluation(Undecided, 31, -EFAULT),
+            Undecided
+        );
+        assert_eq!(
+            entries_on_heap_evaluation(NotTaken, 31, -ERESTART_RESTARTBLOCK),
+            Taken
+        );
+        assert_eq!(scan(NotTaken, 0), Reached::Yes);
+        assert_eq!(scan(NotTaken, -ENOMEM), Reached::No);
+        assert_eq!(scan(NotTaken, -EFAULT), Reached::Unknown);
+        assert_eq!(scan(Taken, -EINVAL), Reached::No);
+        assert_eq!(scan(Undecided, -EINVAL), Reached::Unknown);
     }
 }

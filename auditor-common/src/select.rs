@@ -1,7 +1,7 @@
-//! The select family (fs/select.c): the `n < 0` branch of `core_sys_select`, and the checks
-//! `kern_select` and `do_pselect` make before it, which tell whether a call got there.
+//! The select family (fs/select.c): branches of `core_sys_select`, `max_select_fd` and
+//! `do_select`, and how an observer tells whether a call got to each.
 
-use crate::{Evaluation, errno};
+use crate::{Evaluation, errno, prelude::Prelude, scan_reached};
 
 /// `core_sys_select`: `if (unlikely(n < 0)) return -EINVAL;`
 pub const fn n_negative(n: i32) -> bool {
@@ -13,74 +13,53 @@ pub const fn n_from_arg(arg: u64) -> i32 {
     arg as u32 as i32
 }
 
-/// `timespec64_valid()` as `poll_select_set_timeout()` applies it.
-pub const fn timespec_valid(sec: i64, nsec: i64) -> bool {
-    sec >= 0 && (nsec as u64) < 1_000_000_000
+/// `core_sys_select`: `if (n > max_fds) n = max_fds;`
+pub const fn n_clamped(n: i32, max_fds: u32) -> bool {
+    n as i64 > max_fds as i64
 }
 
-/// Whether `kern_select` accepts a `struct timeval`: it folds whole seconds out of
-/// `tv_usec` (C division, truncating) before the `timespec64_valid()` check.
-pub const fn timeval_valid(sec: i64, usec: i64) -> bool {
-    // C's truncating division, spelled with unsigned operations: BPF before cpu v4 has no
-    // signed division, and the probe runs this.
-    let magnitude = usec.unsigned_abs();
-    let (whole, rest) = (
-        (magnitude / 1_000_000) as i64,
-        (magnitude % 1_000_000) as i64,
-    );
-    let (whole, rest) = if usec < 0 {
-        (-whole, -rest)
-    } else {
-        (whole, rest)
+/// Bytes of one bitmap for `n` fds (`FDS_BYTES`): whole longs.
+pub const fn fds_bytes(n: u32) -> u64 {
+    (n as u64).div_ceil(64) * 8
+}
+
+/// `core_sys_select`: six bitmaps go on the stack (`SELECT_STACK_ALLOC` = 256 bytes) unless
+/// `FDS_BYTES(n) > 256 / 6`, i.e. n > 320 after clamping.
+pub const fn bitmaps_on_heap(clamped_n: u32) -> bool {
+    fds_bytes(clamped_n) > 256 / 6
+}
+
+/// `do_select`: `if (all_bits == 0)` — a word of in | out | ex with no fd set is skipped.
+pub const fn word_empty(in_bits: u64, out_bits: u64, ex_bits: u64) -> bool {
+    in_bits | out_bits | ex_bits == 0
+}
+
+/// `do_select`'s walk over the fd_set words: `max_select_fd` gives the highest set fd below
+/// `n` plus one, and the loop evaluates `all_bits == 0` for every word up to it. `words`
+/// holds in | out | ex per word for the first `n` fds. Returns (empty, non-empty) words.
+pub fn scan_words(words: &[u64], n: u32) -> (u64, u64) {
+    let full = (n / 64) as usize;
+    let partial = n % 64;
+    let masked = |i: usize| {
+        let word = words.get(i).copied().unwrap_or(0);
+        if i == full {
+            word & !(u64::MAX << partial)
+        } else {
+            word
+        }
     };
-    timespec_valid(sec.wrapping_add(whole), rest * 1000)
-}
-
-/// What an observer established, at entry, about the checks made before `core_sys_select`:
-/// copying and validating the timeout and, for pselect6, the signal-mask argument.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Prelude {
-    /// Everything was read and is valid: the kernel reaches `core_sys_select`.
-    Passes = 0,
-    /// A value was read and is invalid: the call fails before `core_sys_select`.
-    Fails = 1,
-    /// Something could not be read, so the kernel's own copy may have failed.
-    Unknown = 2,
-}
-
-impl Prelude {
-    /// Inverse of `prelude as u32`, for values kept in a BPF map; anything else is Unknown.
-    pub const fn from_u32(value: u32) -> Prelude {
-        match value {
-            0 => Prelude::Passes,
-            1 => Prelude::Fails,
-            _ => Prelude::Unknown,
-        }
-    }
-
-    /// From one value the observer read (`Some(valid)`) or could not read (`None`).
-    pub const fn from_check(check: Option<bool>) -> Prelude {
-        match check {
-            Some(true) => Prelude::Passes,
-            Some(false) => Prelude::Fails,
-            None => Prelude::Unknown,
-        }
-    }
-
-    /// Both checks run before `core_sys_select`: a failed one stops the call whatever an
-    /// unreadable one did.
-    pub const fn and(self, next: Prelude) -> Prelude {
-        match (self, next) {
-            (Prelude::Fails, _) | (_, Prelude::Fails) => Prelude::Fails,
-            (Prelude::Unknown, _) | (_, Prelude::Unknown) => Prelude::Unknown,
-            (Prelude::Passes, Prelude::Passes) => Prelude::Passes,
-        }
-    }
+    let last = (0..full + usize::from(partial > 0))
+        .rev()
+        .find(|&i| masked(i) != 0);
+    let Some(last) = last else {
+        return (0, 0);
+    };
+    let empty = (0..last).filter(|&i| word_empty(words[i], 0, 0)).count() as u64;
+    (empty, last as u64 + 1 - empty)
 }
 
 /// How `core_sys_select`'s `n < 0` branch went for one call, from the argument, what the
-/// observer established before the branch, and the call's return value.
+/// observer established about the entry point's checks, and the return value.
 pub const fn n_negative_evaluation(n: i32, prelude: Prelude, ret: i64) -> Evaluation {
     match prelude {
         Prelude::Fails => Evaluation::NotReached,
@@ -103,9 +82,40 @@ pub const fn n_negative_evaluation(n: i32, prelude: Prelude, ret: i64) -> Evalua
     }
 }
 
+/// `max_select_fd`: a set bit names an fd that is not open, and the call fails with EBADF.
+/// It runs when `n >= 0` and the `n < 0` branch was not taken, after the bitmaps are allocated (ENOMEM)
+/// and the fd_sets copied in (EFAULT).
+pub const fn fd_not_open_evaluation(n: i32, n_negative: Evaluation, ret: i64) -> Evaluation {
+    if self::n_negative(n) {
+        return Evaluation::NotReached;
+    }
+    match n_negative {
+        Evaluation::NotTaken if ret == -errno::EBADF => Evaluation::Taken,
+        Evaluation::NotTaken => scan_reached(ret).evaluate(Some(false)),
+        // n < 0 with EINVAL either way, or an EFAULT from before or after.
+        Evaluation::Undecided if ret == -errno::EFAULT => Evaluation::Undecided,
+        _ => Evaluation::NotReached,
+    }
+}
+
+/// `do_select`: the zero-timeout branch, reached once `max_select_fd` passed.
+pub const fn zero_timeout_evaluation(fd_not_open: Evaluation, zero: Option<bool>) -> Evaluation {
+    after(fd_not_open).evaluate(zero)
+}
+
+/// Whether the code after a branch ran, from how the branch went (the taken arm fails).
+pub const fn after(gate: Evaluation) -> crate::Reached {
+    match gate {
+        Evaluation::NotTaken => crate::Reached::Yes,
+        Evaluation::Undecided => crate::Reached::Unknown,
+        Evaluation::Taken | Evaluation::NotReached => crate::Reached::No,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errno::*;
 
     #[test]
     fn n_boundaries() {
@@ -120,59 +130,83 @@ mod tests {
     }
 
     #[test]
-    fn timeouts() {
-        assert!(timespec_valid(0, 0));
-        assert!(timespec_valid(0, 999_999_999));
-        assert!(!timespec_valid(0, 1_000_000_000));
-        assert!(!timespec_valid(-1, 0));
-        assert!(!timespec_valid(0, -1));
-        assert!(timeval_valid(0, 0));
-        // kern_select folds whole seconds out of tv_usec.
-        assert!(timeval_valid(0, 2_500_000));
-        assert!(!timeval_valid(0, -1));
-        assert!(!timeval_valid(-1, 0));
-        assert!(timeval_valid(1, -1_000_000));
-        assert!(!timeval_valid(0, -1_000_000));
+    fn clamping_and_the_heap() {
+        for max_fds in [64, 128, 256] {
+            assert!(!n_clamped(max_fds as i32, max_fds));
+            assert!(n_clamped(max_fds as i32 + 1, max_fds));
+            assert!(!n_clamped(0, max_fds));
+        }
+        assert!(!bitmaps_on_heap(0));
+        assert!(!bitmaps_on_heap(320));
+        assert!(bitmaps_on_heap(321));
+        assert_eq!(fds_bytes(320), 40);
+        assert_eq!(fds_bytes(321), 48);
     }
 
     #[test]
-    fn prelude_composition() {
-        use Prelude::*;
-        assert_eq!(Passes.and(Passes), Passes);
-        assert_eq!(Unknown.and(Passes), Unknown);
-        assert_eq!(Unknown.and(Fails), Fails);
-        assert_eq!(Fails.and(Unknown), Fails);
-        assert_eq!(Prelude::from_check(None), Unknown);
-        assert_eq!(Prelude::from_check(Some(false)), Fails);
+    fn words() {
+        assert!(word_empty(0, 0, 0));
+        assert!(!word_empty(1, 0, 0));
+        assert!(!word_empty(0, 0, 1 << 63));
+        // fds 3..1000 set: 16 words scanned, none empty.
+        let mut full = [0u64; 16];
+        (3..1000).for_each(|fd| full[fd / 64] |= 1 << (fd % 64));
+        assert_eq!(scan_words(&full, 1000), (0, 16));
+        // Only fd 200 set: words 0-2 empty, word 3 not; the rest not scanned.
+        let mut sparse = [0u64; 16];
+        sparse[3] = 1 << 8;
+        assert_eq!(scan_words(&sparse, 1000), (3, 1));
+        // Bits at or past n are not fds of the call.
+        assert_eq!(scan_words(&sparse, 200), (0, 0));
+        assert_eq!(scan_words(&sparse, 201), (3, 1));
+        assert_eq!(scan_words(&[0, 0], 128), (0, 0));
     }
 
     #[test]
-    fn evaluation_from_return() {
+    fn n_negative_from_return() {
         use Evaluation::*;
-        let einval = -errno::EINVAL;
-        let efault = -errno::EFAULT;
-        assert_eq!(n_negative_evaluation(-1, Prelude::Passes, einval), Taken);
+        assert_eq!(n_negative_evaluation(-1, Prelude::Passes, -EINVAL), Taken);
         assert_eq!(n_negative_evaluation(5, Prelude::Passes, 0), NotTaken);
         assert_eq!(
-            n_negative_evaluation(-1, Prelude::Fails, einval),
+            n_negative_evaluation(-1, Prelude::Fails, -EINVAL),
             NotReached
         );
         assert_eq!(
-            n_negative_evaluation(-1, Prelude::Unknown, einval),
+            n_negative_evaluation(-1, Prelude::Unknown, -EINVAL),
             Undecided
         );
         assert_eq!(
-            n_negative_evaluation(5, Prelude::Unknown, einval),
+            n_negative_evaluation(5, Prelude::Unknown, -EINVAL),
             NotReached
         );
         assert_eq!(
-            n_negative_evaluation(5, Prelude::Unknown, efault),
+            n_negative_evaluation(5, Prelude::Unknown, -EFAULT),
             Undecided
         );
         assert_eq!(n_negative_evaluation(5, Prelude::Unknown, 2), NotTaken);
+        assert_eq!(n_negative_evaluation(5, Prelude::Unknown, -EBADF), NotTaken);
+    }
+
+    #[test]
+    fn later_branches_from_return() {
+        use Evaluation::*;
+        assert_eq!(fd_not_open_evaluation(5, NotTaken, -EBADF), Taken);
+        assert_eq!(fd_not_open_evaluation(5, NotTaken, 0), NotTaken);
         assert_eq!(
-            n_negative_evaluation(5, Prelude::Unknown, -errno::EBADF),
+            fd_not_open_evaluation(5, NotTaken, -ERESTARTNOHAND),
             NotTaken
         );
+        assert_eq!(fd_not_open_evaluation(5, NotTaken, -ENOMEM), NotReached);
+        assert_eq!(fd_not_open_evaluation(5, NotTaken, -EFAULT), Undecided);
+        assert_eq!(fd_not_open_evaluation(-1, Taken, -EINVAL), NotReached);
+        assert_eq!(fd_not_open_evaluation(-1, Undecided, -EFAULT), NotReached);
+        assert_eq!(fd_not_open_evaluation(5, NotReached, -EFAULT), NotReached);
+        assert_eq!(fd_not_open_evaluation(5, Undecided, -EFAULT), Undecided);
+        assert_eq!(fd_not_open_evaluation(5, Undecided, -EINVAL), NotReached);
+        assert_eq!(zero_timeout_evaluation(NotTaken, Some(true)), Taken);
+        assert_eq!(zero_timeout_evaluation(NotTaken, Some(false)), NotTaken);
+        assert_eq!(zero_timeout_evaluation(Taken, Some(true)), NotReached);
+        assert_eq!(zero_timeout_evaluation(Undecided, Some(true)), Undecided);
+        assert_eq!(zero_timeout_evaluation(NotTaken, None), Undecided);
     }
 }

@@ -9,6 +9,9 @@
 #![no_std]
 #![no_main]
 
+mod args;
+mod close;
+mod epoll;
 mod poll;
 mod select;
 mod tally;
@@ -20,12 +23,15 @@ use aya_ebpf::{macros::map, maps::HashMap};
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Pending {
-    /// select: `n`; poll: the user address of the pollfd array.
+    /// select: `n`; poll: the pollfd array; epoll: the events buffer.
     pub arg: u64,
-    /// poll: `nfds`.
+    /// poll: `nfds`; epoll: `maxevents`.
     pub count: u32,
-    /// select: an `auditor_common::select::Prelude` as u32.
+    /// The entry point's checks, an `auditor_common::prelude::Prelude` as u32.
     pub prelude: u32,
+    /// An `auditor_common::prelude::Timeout` as u32.
+    pub timeout: u32,
+    pub _pad: u32,
 }
 
 /// Calls in flight, keyed by thread id. Sized for every thread of a busy machine being
@@ -36,6 +42,20 @@ static PENDING: HashMap<u32, Pending> = HashMap::with_max_entries(65_536, 0);
 /// Thread id of the current task.
 fn current_tid() -> u32 {
     aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32
+}
+
+/// Leaves `pending` for this thread's exit handler; false when the table is full.
+fn stash(pending: &Pending) -> bool {
+    PENDING.insert(current_tid(), pending, 0).is_ok()
+}
+
+/// Takes what this thread's entry handler left, if it traced the call.
+fn take_pending() -> Option<Pending> {
+    let tid = current_tid();
+    // SAFETY: the value is copied out before the entry is removed.
+    let pending = unsafe { PENDING.get(tid) }.copied()?;
+    let _ = PENDING.remove(tid);
+    Some(pending)
 }
 
 /// Reads the syscall argument or return value at `offset` of a `syscalls:*` record.

@@ -1,12 +1,14 @@
-//! poll and ppoll: the `fd < 0` branch of `do_pollfd`, one evaluation per pollfd entry.
+//! poll and ppoll: `do_sys_poll`'s RLIMIT_NOFILE check and heap chunks, `do_poll`'s zero
+//! timeout, and `do_pollfd`'s `fd < 0` and not-open fd, the last two once per entry.
 //!
 //! At exit the array is read in bulk, `CHUNK` entries per `bpf_loop` step, so any nfds the
-//! kernel accepts (up to RLIMIT_NOFILE) is counted whole. Entries that cannot be read are
-//! counted as unreadable.
+//! kernel accepts (up to RLIMIT_NOFILE) is counted whole; revents then holds POLLNVAL for the
+//! entries whose fd was not open. Entries that cannot be read are counted as unreadable.
 
 use auditor_common::{
-    Counts, Evaluation, Site, Syscall,
-    poll::{self, POLLFD_SIZE, PollFd, Scan},
+    Counts, Evaluation, Reached, Site, Syscall,
+    poll::{self, POLLFD_SIZE, PollFd},
+    prelude::{Prelude, Timeout},
 };
 use aya_ebpf::{
     cty::c_void,
@@ -16,11 +18,15 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{EXIT_RET, PENDING, Pending, current_tid, field, tally, target};
+use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, target};
 
 // Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_{poll,ppoll}/format.
 const ENTER_UFDS: usize = 16;
 const ENTER_NFDS: usize = 24;
+/// poll: `int timeout_msecs`; ppoll: `struct __kernel_timespec *tsp`.
+const ENTER_TIMEOUT: usize = 32;
+const ENTER_PPOLL_SIGMASK: usize = 40;
+const ENTER_PPOLL_SIGSETSIZE: usize = 48;
 
 /// Entries read per helper call (2 KiB).
 const CHUNK: usize = 256;
@@ -28,7 +34,7 @@ const CHUNK_BYTES: usize = CHUNK * POLLFD_SIZE;
 
 #[tracepoint(category = "syscalls", name = "sys_enter_poll")]
 pub fn poll_enter(ctx: TracePointContext) -> u32 {
-    enter(&ctx);
+    enter(&ctx, Syscall::Poll);
     0
 }
 
@@ -40,7 +46,7 @@ pub fn poll_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_ppoll")]
 pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
-    enter(&ctx);
+    enter(&ctx, Syscall::Ppoll);
     0
 }
 
@@ -56,34 +62,76 @@ fn undecided(entries: u32) -> Counts {
     counts
 }
 
-fn enter(ctx: &TracePointContext) {
+fn enter(ctx: &TracePointContext, syscall: Syscall) {
     if !target::is_traced() {
         return;
     }
+    let (timeout, prelude) = if syscall == Syscall::Poll {
+        (
+            Timeout::from_millis(field(ctx, ENTER_TIMEOUT) as i32),
+            Prelude::Passes,
+        )
+    } else {
+        let timeout = args::timespec(field(ctx, ENTER_TIMEOUT));
+        let sigmask = args::sigmask(
+            field(ctx, ENTER_PPOLL_SIGMASK),
+            field(ctx, ENTER_PPOLL_SIGSETSIZE),
+        );
+        (timeout, timeout.prelude().and(sigmask))
+    };
     let pending = Pending {
         arg: field(ctx, ENTER_UFDS),
         count: poll::nfds_from_arg(field(ctx, ENTER_NFDS)),
-        prelude: 0,
+        prelude: prelude as u32,
+        timeout: timeout as u32,
+        _pad: 0,
     };
-    if PENDING.insert(current_tid(), pending, 0).is_err() {
-        tally::record(Site::PollFdNegative, &undecided(pending.count));
+    if !stash(&pending) {
+        // No room to follow the call to its exit: each branch may run, direction unknown.
+        for site in [
+            Site::PollNfdsOverRlimit,
+            Site::PollEntriesOnHeap,
+            Site::PollZeroTimeout,
+        ] {
+            tally::record_one(site, Evaluation::Undecided);
+        }
+        for site in [Site::PollFdNegative, Site::PollFdNotOpen] {
+            tally::record(site, &undecided(pending.count));
+        }
     }
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
-    let tid = current_tid();
-    // SAFETY: the value is copied out before the entry is removed.
-    let Some(pending) = (unsafe { PENDING.get(tid) }).copied() else {
+    let Some(pending) = take_pending() else {
         return;
     };
-    let _ = PENDING.remove(tid);
     let ret = field(ctx, EXIT_RET) as i64;
-    let counts = match poll::scan_from_return(ret) {
-        Scan::NotScanned => Counts::ZERO,
-        Scan::Unknown => undecided(pending.count),
-        Scan::Scanned => walk(pending.arg, pending.count),
-    };
-    tally::record(Site::PollFdNegative, &counts);
+    let nfds = pending.count;
+    // In the kernel's order, each branch gated by the one before it.
+    let over_rlimit = poll::nfds_over_rlimit_evaluation(Prelude::from_u32(pending.prelude), ret);
+    let scan = poll::scan(over_rlimit, ret);
+    tally::record_one(Site::PollNfdsOverRlimit, over_rlimit);
+    tally::record_one(
+        Site::PollEntriesOnHeap,
+        poll::entries_on_heap_evaluation(over_rlimit, nfds, ret),
+    );
+    tally::record_one(
+        Site::PollZeroTimeout,
+        scan.evaluate(Timeout::from_u32(pending.timeout).is_zero()),
+    );
+    match scan {
+        Reached::No => {}
+        Reached::Unknown => {
+            tally::record(Site::PollFdNegative, &undecided(nfds));
+            tally::record(Site::PollFdNotOpen, &undecided(nfds));
+        }
+        Reached::Yes => {
+            if let Some((negative, not_open)) = walk(pending.arg, nfds) {
+                tally::record(Site::PollFdNegative, &negative);
+                tally::record(Site::PollFdNotOpen, &not_open);
+            }
+        }
+    }
     tally::call(syscall);
 }
 
@@ -93,7 +141,8 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
 /// syscall tracepoints through perf run with preemption off, so the walk is never shared.
 #[repr(C)]
 struct Walk {
-    counts: Counts,
+    negative: Counts,
+    not_open: Counts,
     ufds: u64,
     nfds: u32,
     _pad: u32,
@@ -103,13 +152,14 @@ struct Walk {
 #[map]
 static WALK: PerCpuArray<Walk> = PerCpuArray::with_max_entries(1, 0);
 
-fn walk(ufds: u64, nfds: u32) -> Counts {
-    let Some(state) = WALK.get_ptr_mut(0) else {
-        return undecided(nfds);
-    };
+/// Counts of `fd < 0` and of not-open fds over the array; None only if the per-CPU state
+/// is missing, which cannot happen with a one-entry array map.
+fn walk(ufds: u64, nfds: u32) -> Option<(Counts, Counts)> {
+    let state = WALK.get_ptr_mut(0)?;
     // SAFETY: this CPU's walk state; see `Walk`.
     unsafe {
-        (*state).counts = Counts::ZERO;
+        (*state).negative = Counts::ZERO;
+        (*state).not_open = Counts::ZERO;
         (*state).ufds = ufds;
         (*state).nfds = nfds;
     }
@@ -118,14 +168,23 @@ fn walk(ufds: u64, nfds: u32) -> Counts {
     let done =
         unsafe { generated::bpf_loop(chunks, walk_chunk as *mut c_void, core::ptr::null_mut(), 0) };
     // SAFETY: as above.
-    let mut counts = unsafe { (*state).counts };
+    let (mut negative, mut not_open) = unsafe { ((*state).negative, (*state).not_open) };
     // bpf_loop stops at 1 << 23 steps; entries past those were not read.
     let walked = (done.max(0) as u64).saturating_mul(CHUNK as u64);
-    counts.record(
-        Evaluation::Undecided,
-        u64::from(nfds).saturating_sub(walked),
-    );
-    counts
+    let skipped = u64::from(nfds).saturating_sub(walked);
+    negative.record(Evaluation::Undecided, skipped);
+    not_open.record(Evaluation::Undecided, skipped);
+    Some((negative, not_open))
+}
+
+/// Counts one entry: `fd < 0`, and for the others whether the fd was open.
+fn count_entry(state: &mut Walk, entry: &PollFd) {
+    let negative = poll::fd_negative(entry.fd);
+    state.negative.record(Evaluation::from_taken(negative), 1);
+    if !negative {
+        let not_open = poll::fd_not_open(entry.revents);
+        state.not_open.record(Evaluation::from_taken(not_open), 1);
+    }
 }
 
 #[inline(never)]
@@ -156,15 +215,13 @@ extern "C" fn walk_chunk(index: u32, _context: *mut c_void) -> i64 {
         )
     };
     if read == 0 {
-        let mut negative = 0u64;
-        for (i, entry) in state.entries.iter().enumerate() {
+        for i in 0..CHUNK {
             if i >= entries {
                 break;
             }
-            negative += u64::from(poll::fd_negative(entry.fd));
+            let entry = state.entries[i];
+            count_entry(state, &entry);
         }
-        state.counts.taken += negative;
-        state.counts.not_taken += entries as u64 - negative;
     } else {
         // Part of the chunk is not readable (a page not resident): read entry by entry so
         // that only the entries really out of reach are unreadable.
@@ -174,11 +231,12 @@ extern "C" fn walk_chunk(index: u32, _context: *mut c_void) -> i64 {
             }
             let address = source + (i * POLLFD_SIZE) as u64;
             // SAFETY: bpf_probe_read_user checks the address; a fault is an Err.
-            match unsafe { bpf_probe_read_user(address as *const i32) } {
-                Ok(fd) => state
-                    .counts
-                    .record(Evaluation::from_taken(poll::fd_negative(fd)), 1),
-                Err(_) => state.counts.record(Evaluation::Undecided, 1),
+            match unsafe { bpf_probe_read_user(address as *const PollFd) } {
+                Ok(entry) => count_entry(state, &entry),
+                Err(_) => {
+                    state.negative.record(Evaluation::Undecided, 1);
+                    state.not_open.record(Evaluation::Undecided, 1);
+                }
             }
         }
     }

@@ -1,15 +1,18 @@
-//! select and pselect6: the `n < 0` branch of `core_sys_select`.
+//! select and pselect6: `core_sys_select`'s `n < 0`, `max_select_fd`'s not-open fd and
+//! `do_select`'s zero timeout.
 //!
-//! Entry reads what the kernel checks before that branch (the timeout and, for pselect6,
-//! the signal-mask argument); exit decides the branch from that and the return value.
+//! Entry reads what the entry point checks before `core_sys_select` (the timeout and, for
+//! pselect6, the signal-mask argument); exit decides each branch from that and the return
+//! value.
 
 use auditor_common::{
-    Counts, Evaluation, Site, Syscall,
-    select::{self, Prelude},
+    Evaluation, Site, Syscall,
+    prelude::{Prelude, Timeout},
+    select,
 };
-use aya_ebpf::{helpers::bpf_probe_read_user, macros::tracepoint, programs::TracePointContext};
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{EXIT_RET, PENDING, Pending, current_tid, field, tally, target};
+use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, target};
 
 // Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_{select,pselect6}/format.
 const ENTER_N: usize = 16;
@@ -17,9 +20,6 @@ const ENTER_N: usize = 16;
 const ENTER_TIMEOUT: usize = 48;
 /// pselect6's sixth argument: a pointer to `{ const sigset_t *ss; size_t ss_len; }`.
 const ENTER_SIGMASK_ARGPACK: usize = 56;
-
-/// Size of the kernel's `sigset_t` on x86_64; any other `ss_len` is EINVAL.
-const SIGSET_SIZE: u64 = 8;
 
 #[tracepoint(category = "syscalls", name = "sys_enter_select")]
 pub fn select_enter(ctx: TracePointContext) -> u32 {
@@ -45,39 +45,14 @@ pub fn pselect6_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
-fn read_user<T>(address: u64) -> Option<T> {
-    // SAFETY: bpf_probe_read_user checks the address; a fault is an Err.
-    unsafe { bpf_probe_read_user(address as *const T) }.ok()
-}
-
-/// The timeout check of `kern_select` (a timeval) or `do_pselect` (a timespec).
-fn timeout_prelude(address: u64, syscall: Syscall) -> Prelude {
-    if address == 0 {
-        return Prelude::Passes;
-    }
-    Prelude::from_check(read_user::<[i64; 2]>(address).map(|[sec, fraction]| {
-        if syscall == Syscall::Select {
-            select::timeval_valid(sec, fraction)
-        } else {
-            select::timespec_valid(sec, fraction)
-        }
-    }))
-}
-
-/// pselect6's argpack copy and `set_user_sigmask()`.
+/// pselect6's argpack copy (EFAULT) and `set_user_sigmask()`.
 fn sigmask_prelude(argpack: u64) -> Prelude {
     if argpack == 0 {
         return Prelude::Passes;
     }
-    let Some([set, size]) = read_user::<[u64; 2]>(argpack) else {
-        return Prelude::Unknown;
-    };
-    if set == 0 {
-        Prelude::Passes
-    } else if size != SIGSET_SIZE {
-        Prelude::Fails
-    } else {
-        Prelude::from_check(read_user::<u64>(set).map(|_| true))
+    match args::read_user::<[u64; 2]>(argpack) {
+        Some([set, size]) => args::sigmask(set, size),
+        None => Prelude::Unknown,
     }
 }
 
@@ -85,7 +60,12 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
     if !target::is_traced() {
         return;
     }
-    let mut prelude = timeout_prelude(field(ctx, ENTER_TIMEOUT), syscall);
+    let timeout = if syscall == Syscall::Select {
+        args::timeval(field(ctx, ENTER_TIMEOUT))
+    } else {
+        args::timespec(field(ctx, ENTER_TIMEOUT))
+    };
+    let mut prelude = timeout.prelude();
     if syscall == Syscall::Pselect6 {
         prelude = sigmask_prelude(field(ctx, ENTER_SIGMASK_ARGPACK)).and(prelude);
     }
@@ -93,29 +73,35 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
         arg: field(ctx, ENTER_N),
         count: 0,
         prelude: prelude as u32,
+        timeout: timeout as u32,
+        _pad: 0,
     };
-    if PENDING.insert(current_tid(), pending, 0).is_err() {
-        // No room to follow the call to its exit: the branch may run, direction unknown.
-        let mut counts = Counts::ZERO;
-        counts.record(Evaluation::Undecided, 1);
-        tally::record(Site::SelectNNegative, &counts);
+    if !stash(&pending) {
+        // No room to follow the call to its exit: each branch may run, direction unknown.
+        for site in [
+            Site::SelectNNegative,
+            Site::SelectFdNotOpen,
+            Site::SelectZeroTimeout,
+        ] {
+            tally::record_one(site, Evaluation::Undecided);
+        }
     }
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
-    let tid = current_tid();
-    // SAFETY: the value is copied out before the entry is removed.
-    let Some(pending) = (unsafe { PENDING.get(tid) }).copied() else {
+    let Some(pending) = take_pending() else {
         return;
     };
-    let _ = PENDING.remove(tid);
-    let prelude = Prelude::from_u32(pending.prelude);
     let ret = field(ctx, EXIT_RET) as i64;
-    let mut counts = Counts::ZERO;
-    counts.record(
-        select::n_negative_evaluation(select::n_from_arg(pending.arg), prelude, ret),
-        1,
-    );
-    tally::record(Site::SelectNNegative, &counts);
+    let n = select::n_from_arg(pending.arg);
+    let prelude = Prelude::from_u32(pending.prelude);
+    let timeout = Timeout::from_u32(pending.timeout);
+    // In the kernel's order, each branch gated by the one before it.
+    let n_negative = select::n_negative_evaluation(n, prelude, ret);
+    let fd_not_open = select::fd_not_open_evaluation(n, n_negative, ret);
+    let zero_timeout = select::zero_timeout_evaluation(fd_not_open, timeout.is_zero());
+    tally::record_one(Site::SelectNNegative, n_negative);
+    tally::record_one(Site::SelectFdNotOpen, fd_not_open);
+    tally::record_one(Site::SelectZeroTimeout, zero_timeout);
     tally::call(syscall);
 }

@@ -1,7 +1,7 @@
 //! The probe's counters: per (process, command, site) in a per-CPU hash, per site when that
 //! hash is full, and calls per syscall.
 
-use auditor_common::{CountKey, Counts, SITE_COUNT, SYSCALL_COUNT, Site, Syscall};
+use auditor_common::{CountKey, Counts, Evaluation, SITE_COUNT, SYSCALL_COUNT, Site, Syscall};
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     macros::map,
@@ -49,6 +49,13 @@ pub fn record(site: Site, counts: &Counts) {
     } else if let Some(slot) = UNATTRIBUTED.get_ptr_mut(site as u32) {
         add(slot, counts);
     }
+}
+
+/// Adds one evaluation of `site` (nothing if it was not reached).
+pub fn record_one(site: Site, evaluation: Evaluation) {
+    let mut counts = Counts::ZERO;
+    counts.record(evaluation, 1);
+    record(site, &counts);
 }
 
 /// Counts one finished call of `syscall`.

@@ -23,6 +23,15 @@ enum Command {
     ///
     /// With no target, runs the bundled default workload.
     Trace(TraceArgs),
+    /// List the catalogue of branch sites: where each is, its hint, what it counts.
+    Sites(SitesArgs),
+}
+
+#[derive(clap::Args)]
+struct SitesArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -30,6 +39,16 @@ enum FormatArg {
     Table,
     Markdown,
     Json,
+}
+
+impl From<FormatArg> for Format {
+    fn from(format: FormatArg) -> Format {
+        match format {
+            FormatArg::Table => Format::Table,
+            FormatArg::Markdown => Format::Markdown,
+            FormatArg::Json => Format::Json,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -110,12 +129,14 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
     {
         eprintln!("auditor: the traced command ended with {status:?}");
     }
-    let report = Report::new("ebpf", session.description, session.elapsed, &session.tally);
-    let format = match args.format {
-        FormatArg::Table => Format::Table,
-        FormatArg::Markdown => Format::Markdown,
-        FormatArg::Json => Format::Json,
-    };
+    let report = Report::new(
+        "ebpf",
+        session.description,
+        session.elapsed,
+        &session.tally,
+        auditor::source::ebpf::decides,
+    );
+    let format = args.format.into();
     let mut stdout = std::io::stdout().lock();
     report
         .render(format, args.per_process, &mut stdout)
@@ -123,10 +144,18 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
         .context("writing the report")
 }
 
+fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    auditor::report::write_sites(args.format.into(), &mut stdout)
+        .and_then(|()| stdout.flush())
+        .context("writing the catalogue")
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Trace(args) => run_trace(args),
+        Command::Sites(args) => run_sites(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

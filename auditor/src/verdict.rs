@@ -4,7 +4,7 @@
 use auditor_common::Counts;
 use serde::Serialize;
 
-use crate::catalogue::Hint;
+use crate::readiness::Hint;
 
 /// A hint holds when the mispredicted share is bounded under this (Wilson 95% upper bound).
 pub const HOLDS_BELOW: f64 = 0.10;
@@ -27,6 +27,8 @@ pub enum VerdictKind {
     Candidate,
     /// Unhinted, and no direction is rare enough.
     NoHint,
+    /// The source does not decide this site.
+    NotMeasured,
 }
 
 impl VerdictKind {
@@ -38,6 +40,7 @@ impl VerdictKind {
             VerdictKind::NoData => "no data",
             VerdictKind::Candidate => "candidate",
             VerdictKind::NoHint => "no hint",
+            VerdictKind::NotMeasured => "not measured",
         }
     }
 }

@@ -50,7 +50,17 @@ fn json_report_of_a_workload() {
         (Some(8), Some(24))
     );
     assert_eq!(poll["hint"], "unlikely");
-    assert_eq!(report["processes"].as_array().unwrap().len(), 2);
+    // One process, a row per site it reached.
+    let rows = report["processes"].as_array().unwrap();
+    assert!(rows.iter().all(|row| row["pid"] == rows[0]["pid"]));
+    let row = rows
+        .iter()
+        .find(|row| row["site"] == "select.n_negative")
+        .unwrap();
+    assert_eq!(
+        (row["taken"].as_u64(), row["not_taken"].as_u64()),
+        (Some(3), Some(2))
+    );
 }
 
 #[test]
@@ -119,7 +129,7 @@ fn a_bad_workload_step_is_named() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("`poll:1:2:3`: NEGATIVE is larger than NFDS"),
+        stderr.contains("`poll:1:2:3`: NEGATIVE and NOTOPEN add up to more than NFDS"),
         "{stderr}"
     );
 }

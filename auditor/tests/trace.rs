@@ -14,7 +14,7 @@ use auditor::{
     Error,
     trace::{self, Options, Target},
 };
-use common::{WORKLOAD, assert_exact, require_privileges, workload_command};
+use common::{Start, WORKLOAD, assert_exact, require_privileges, workload_command};
 
 fn options(target: Target) -> Options {
     Options {
@@ -22,6 +22,18 @@ fn options(target: Target) -> Options {
         duration: None,
         status: false,
     }
+}
+
+/// Traces workload `steps` from its exec and checks every count exactly.
+fn assert_workload_exact(steps: &str) {
+    require_privileges();
+    let session = trace_workload(steps);
+    assert_exact(
+        &session.tally,
+        steps,
+        session.command_pid.unwrap(),
+        Start::Exec,
+    );
 }
 
 fn trace_workload(steps: &str) -> trace::Session {
@@ -63,28 +75,70 @@ fn mixed_workload_is_counted_exactly_per_process() {
         session
     });
     assert!(unrelated.wait().unwrap().success());
-    assert_exact(&session.tally, steps, session.command_pid.unwrap());
+    assert_exact(
+        &session.tally,
+        steps,
+        session.command_pid.unwrap(),
+        Start::Exec,
+    );
 }
 
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn poll_arrays_of_every_size_are_counted_whole() {
-    require_privileges();
     // Around the kernel's stack array (30 entries), its kmalloc chunks (510) and the
     // probe's own 256-entry reads.
-    let steps = "poll:3:1:1 poll:3:30:0 ppoll:3:31:31 poll:3:255:1 poll:3:256:2 poll:3:257:3 \
-                 poll:3:510:5 ppoll:3:511:100 poll:3:1024:1 ppoll:3:4096:4095 poll:1:16000:7";
-    let session = trace_workload(steps);
-    assert_exact(&session.tally, steps, session.command_pid.unwrap());
+    assert_workload_exact(
+        "poll:3:1:1 poll:3:30:0 ppoll:3:31:31 poll:3:255:1 poll:3:256:2 poll:3:257:3 \
+                 poll:3:510:5 ppoll:3:511:100 poll:3:1024:1 ppoll:3:4096:4095 poll:1:16000:7",
+    );
+}
+
+/// select.n_negative, select.fd_not_open and select.zero_timeout, both ways each, and
+/// calls that cannot be decided.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn select_sites_both_ways() {
+    assert_workload_exact(
+        "select:4:-1 select:3:70 select:2:70:-1 pselect6:5:70:5 pselect6:1:-1 \
+                 select-ebadf:6 select-efault:2:9 select-efault:1:-1",
+    );
+}
+
+/// poll.nfds_over_rlimit, poll.entries_on_heap, poll.zero_timeout, poll.fd_negative and
+/// poll.fd_not_open, both ways each.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn poll_sites_both_ways() {
+    assert_workload_exact(
+        "poll:3:20:2:1 ppoll:4:40:5:3:-1 poll:2:31:0:0:7 poll:1:0:0 ppoll:2:30:0:30 \
+                 poll-einval:3 poll-efault:2:5",
+    );
+}
+
+/// epoll.bad_args and epoll.zero_timeout, both ways each, through all three syscalls.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn epoll_sites_both_ways() {
+    assert_workload_exact(
+        "epoll_wait:3:4 epoll_pwait:2:1:-1 epoll_pwait2:2:8:5 epoll_pwait2:1:2 \
+                 epoll_wait:2:0 epoll_pwait:1:-3 epoll-ebadf:3",
+    );
+}
+
+/// close.ok: closes that succeed, and closes of fds that are not open (EBADF, before the
+/// branch). Its not-taken arm (an open fd whose close fails, e.g. a flush error on NFS)
+/// cannot be driven on a local machine.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn close_ok_and_closes_that_never_reach_it() {
+    assert_workload_exact("close:5:3");
 }
 
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn undecidable_calls_are_counted_as_unreadable() {
-    require_privileges();
-    let steps = "poll-efault:4:100 select-efault:3:-1 select-efault:2:7 poll:2:8:1";
-    let session = trace_workload(steps);
-    assert_exact(&session.tally, steps, session.command_pid.unwrap());
+    assert_workload_exact("poll-efault:4:100 select-efault:3:-1 select-efault:2:7 poll:2:8:1");
 }
 
 #[test]
@@ -107,7 +161,7 @@ fn pid_target_counts_its_threads_and_ends_with_it() {
     let session =
         trace::trace_with(&options(target), || stdin.write_all(b"go\n").unwrap()).unwrap();
     assert!(child.wait().unwrap().success());
-    assert_exact(&session.tally, steps, pid);
+    assert_exact(&session.tally, steps, pid, Start::Attached);
 }
 
 #[test]
@@ -132,7 +186,7 @@ fn comm_target_counts_processes_by_name_until_signalled() {
         nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM).unwrap();
     })
     .unwrap();
-    assert_exact(&session.tally, steps, pid);
+    assert_exact(&session.tally, steps, pid, Start::Exec);
 }
 
 #[test]
@@ -142,8 +196,10 @@ fn duration_ends_a_session_and_stops_the_command() {
     let mut target = options(Target::Command(workload_command("sleep:10000 select:1:-1")));
     target.duration = Some(Duration::from_millis(300));
     let session = trace::trace(&target).unwrap();
-    // The workload slept the whole time and was sent SIGTERM: nothing counted.
-    assert_eq!(session.tally.total_calls(), 0);
+    // The workload slept the whole time and was sent SIGTERM: nothing but the dynamic
+    // loader's closes at exec was counted.
+    let calls: Vec<(&str, u64)> = session.tally.calls().collect();
+    assert!(calls.iter().all(|(name, _)| *name == "close"), "{calls:?}");
     assert!(session.elapsed >= Duration::from_millis(300));
 }
 
@@ -191,5 +247,10 @@ fn tracefs_is_mounted_when_missing() {
     let steps = "poll:2:4:1";
     let session = trace_workload(steps);
     assert!(events.is_dir());
-    assert_exact(&session.tally, steps, session.command_pid.unwrap());
+    assert_exact(
+        &session.tally,
+        steps,
+        session.command_pid.unwrap(),
+        Start::Exec,
+    );
 }

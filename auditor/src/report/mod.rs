@@ -10,13 +10,40 @@ use auditor_common::{Counts, Site};
 use serde::Serialize;
 
 use crate::{
-    catalogue::{self, SiteInfo},
+    readiness::{self, SiteInfo},
     tally::Tally,
     verdict::{self, Verdict},
 };
 
 pub use json::write_json;
-pub use table::{write_markdown, write_table};
+pub use table::{write_markdown, write_sites_table, write_table};
+
+/// The catalogue: every site's declaration, with where the probe decides it.
+pub fn write_sites(format: Format, out: &mut dyn Write) -> std::io::Result<()> {
+    let sites = by_file();
+    match format {
+        Format::Json => {
+            #[derive(Serialize)]
+            struct Row {
+                #[serde(flatten)]
+                info: &'static SiteInfo,
+                measured_by_probe: bool,
+            }
+            let rows: Vec<Row> = sites
+                .into_iter()
+                .map(|info| Row {
+                    info,
+                    measured_by_probe: info.site.probe_decides(),
+                })
+                .collect();
+            serde_json::to_writer_pretty(&mut *out, &rows)?;
+            writeln!(out)
+        }
+        Format::Table | Format::Markdown => {
+            write_sites_table(&sites, format == Format::Markdown, out)
+        }
+    }
+}
 
 /// Version of the JSON report layout; bumped on any incompatible change.
 pub const JSON_VERSION: u32 = 1;
@@ -32,6 +59,8 @@ pub enum Format {
 pub struct SiteReport {
     #[serde(flatten)]
     pub info: &'static SiteInfo,
+    /// Whether the source decides this site at all (false: its counts are not taken).
+    pub measured: bool,
     #[serde(flatten)]
     pub counts: Counts,
     /// Share of decided evaluations that took the branch, if any were decided.
@@ -58,7 +87,7 @@ pub struct Report {
     pub duration_seconds: f64,
     /// Calls seen per syscall.
     pub calls: BTreeMap<String, u64>,
-    /// One row per site, in catalogue order.
+    /// One row per site, grouped by kernel file, in catalogue order within a file.
     pub sites: Vec<SiteReport>,
     /// One row per (process, site) with counts.
     pub processes: Vec<ProcessReport>,
@@ -73,16 +102,43 @@ fn taken_share(counts: &Counts) -> Option<f64> {
     (decided > 0).then(|| counts.taken as f64 / decided as f64)
 }
 
+/// The catalogue grouped by kernel file (files in order of first appearance).
+fn by_file() -> Vec<&'static SiteInfo> {
+    let mut files: Vec<&str> = Vec::new();
+    for info in readiness::SITES {
+        if !files.contains(&info.file) {
+            files.push(info.file);
+        }
+    }
+    let mut sites = readiness::SITES.to_vec();
+    sites.sort_by_key(|info| files.iter().position(|f| *f == info.file));
+    sites
+}
+
 impl Report {
-    pub fn new(source: &'static str, target: String, duration: Duration, tally: &Tally) -> Report {
-        let sites: Vec<SiteReport> = catalogue::all()
+    /// A report of `tally`; `measured` says which sites the source decides.
+    pub fn new(
+        source: &'static str,
+        target: String,
+        duration: Duration,
+        tally: &Tally,
+        measured: fn(Site) -> bool,
+    ) -> Report {
+        let sites: Vec<SiteReport> = by_file()
+            .into_iter()
             .map(|info| {
                 let counts = tally.site_total(info.site);
+                let measured = measured(info.site);
+                let mut verdict = verdict::judge(info.hint, &counts);
+                if !measured {
+                    verdict.kind = verdict::VerdictKind::NotMeasured;
+                }
                 SiteReport {
                     info,
+                    measured,
                     counts,
                     taken_share: taken_share(&counts),
-                    verdict: verdict::judge(info.hint, &counts),
+                    verdict,
                 }
             })
             .collect();
@@ -91,7 +147,7 @@ impl Report {
             .map(|(process, site, counts)| ProcessReport {
                 pid: process.pid,
                 comm: process.comm.clone(),
-                site: catalogue::info(site).id,
+                site: readiness::info(site).id,
                 counts: *counts,
             })
             .collect();
@@ -110,7 +166,10 @@ impl Report {
     }
 
     pub fn site(&self, site: Site) -> &SiteReport {
-        &self.sites[site as usize]
+        self.sites
+            .iter()
+            .find(|s| s.info.site == site)
+            .expect("every site has a row")
     }
 
     pub fn render(
@@ -137,6 +196,17 @@ fn notes(tally: &Tally, sites: &[SiteReport]) -> Vec<String> {
                 .to_string(),
         );
     }
+    let unmeasured: Vec<&str> = sites
+        .iter()
+        .filter(|s| !s.measured)
+        .map(|s| s.info.id)
+        .collect();
+    if !unmeasured.is_empty() {
+        notes.push(format!(
+            "Not measured by this source yet (they need the task's fd table): {}.",
+            unmeasured.join(", ")
+        ));
+    }
     for site in sites.iter().filter(|s| s.counts.unreadable > 0) {
         notes.push(format!(
             "{}: {} evaluations could not be decided (user memory the probe could not read, \
@@ -155,7 +225,7 @@ fn notes(tally: &Tally, sites: &[SiteReport]) -> Vec<String> {
         notes.push(format!(
             "{}: {} evaluations are in the totals but not attributed to a process (the \
              per-process table was full).",
-            catalogue::info(site).id,
+            readiness::info(site).id,
             counts.total()
         ));
     }

@@ -7,7 +7,8 @@ use tabled::{
     settings::{Alignment, Style, object::Columns},
 };
 
-use super::{Report, percent};
+use super::{Report, SiteReport, percent};
+use crate::readiness::{Hint, SiteInfo};
 
 #[derive(Clone, Copy)]
 enum Flavour {
@@ -39,6 +40,88 @@ fn styled(builder: Builder, flavour: Flavour, numeric: &[usize]) -> String {
     table.to_string()
 }
 
+/// The catalogue as a table, one row per site.
+pub fn write_sites_table(
+    sites: &[&SiteInfo],
+    markdown: bool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let mut table = Builder::default();
+    table.push_record([
+        "site",
+        "file",
+        "function",
+        "condition",
+        "hint",
+        "unit",
+        "syscalls",
+        "probe decides at",
+    ]);
+    for info in sites {
+        let decided = if info.site.probe_decides() {
+            info.decided.name().to_string()
+        } else {
+            format!("{} (not yet)", info.decided.name())
+        };
+        table.push_record([
+            info.id.to_string(),
+            info.file.to_string(),
+            info.function.to_string(),
+            info.condition.to_string(),
+            hint_text(info),
+            info.unit.name().to_string(),
+            info.syscalls.join(", "),
+            decided,
+        ]);
+    }
+    let flavour = if markdown {
+        Flavour::Markdown
+    } else {
+        Flavour::Text
+    };
+    writeln!(out, "{}", styled(table, flavour, &[]))
+}
+
+/// `unlikely (6.16)`, or `none`.
+fn hint_text(info: &SiteInfo) -> String {
+    match info.hint {
+        Hint::None => "none".to_string(),
+        hint => format!("{} ({})", hint.name(), info.hint_since),
+    }
+}
+
+fn site_row(site: &SiteReport) -> [String; 10] {
+    let verdict = &site.verdict;
+    let interval = if site.taken_share.is_some() && site.measured {
+        format!(
+            "{} .. {}",
+            percent(verdict.mispredicted_low),
+            percent(verdict.mispredicted_high)
+        )
+    } else {
+        "-".to_string()
+    };
+    let count = |n: u64| {
+        if site.measured {
+            n.to_string()
+        } else {
+            "-".to_string()
+        }
+    };
+    [
+        site.info.id.to_string(),
+        site.info.function.to_string(),
+        site.info.condition.to_string(),
+        hint_text(site.info),
+        count(site.counts.taken),
+        count(site.counts.not_taken),
+        count(site.counts.unreadable),
+        site.taken_share.map_or_else(|| "-".to_string(), percent),
+        interval,
+        verdict.kind.name().to_string(),
+    ]
+}
+
 fn write(
     report: &Report,
     per_process: bool,
@@ -65,48 +148,32 @@ fn write(
         report.target, report.source, report.duration_seconds
     )?;
 
-    let mut sites = Builder::default();
-    sites.push_record([
-        "site",
-        "function",
-        "condition",
-        "hint",
-        "taken",
-        "not taken",
-        "unreadable",
-        "taken %",
-        "mispredicted (95%)",
-        "verdict",
-    ]);
+    let mut files: Vec<&str> = Vec::new();
     for site in &report.sites {
-        let hint = match site.info.hint {
-            crate::catalogue::Hint::None => "none".to_string(),
-            hint => format!("{} ({})", hint.name(), site.info.hint_since),
-        };
-        let verdict = &site.verdict;
-        let interval = if site.taken_share.is_some() {
-            format!(
-                "{} .. {}",
-                percent(verdict.mispredicted_low),
-                percent(verdict.mispredicted_high)
-            )
-        } else {
-            "-".to_string()
-        };
-        sites.push_record([
-            site.info.id.to_string(),
-            site.info.function.to_string(),
-            site.info.condition.to_string(),
-            hint,
-            site.counts.taken.to_string(),
-            site.counts.not_taken.to_string(),
-            site.counts.unreadable.to_string(),
-            site.taken_share.map_or_else(|| "-".to_string(), percent),
-            interval,
-            verdict.kind.name().to_string(),
-        ]);
+        if !files.contains(&site.info.file) {
+            files.push(site.info.file);
+        }
     }
-    writeln!(out, "{}", styled(sites, flavour, &[4, 5, 6, 7]))?;
+    for file in files {
+        let mut sites = Builder::default();
+        sites.push_record([
+            "site",
+            "function",
+            "condition",
+            "hint",
+            "taken",
+            "not taken",
+            "unreadable",
+            "taken %",
+            "mispredicted (95%)",
+            "verdict",
+        ]);
+        for site in report.sites.iter().filter(|s| s.info.file == file) {
+            sites.push_record(site_row(site));
+        }
+        writeln!(out, "{heading}{file}{heading}\n")?;
+        writeln!(out, "{}\n", styled(sites, flavour, &[4, 5, 6, 7]))?;
+    }
 
     if per_process && !report.processes.is_empty() {
         let mut processes = Builder::default();
@@ -121,7 +188,7 @@ fn write(
                 row.counts.unreadable.to_string(),
             ]);
         }
-        writeln!(out, "\n{}", styled(processes, flavour, &[0, 3, 4, 5]))?;
+        writeln!(out, "{}", styled(processes, flavour, &[0, 3, 4, 5]))?;
     }
 
     if !report.notes.is_empty() {

@@ -21,7 +21,7 @@ use crate::{
 static PROBE_ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/auditor-probe"));
 
 /// Every program of the probe and the tracepoint it attaches to.
-const PROGRAMS: [(&str, &str, &str); 10] = [
+const PROGRAMS: [(&str, &str, &str); 17] = [
     ("process_fork", "sched", "sched_process_fork"),
     ("process_exec", "sched", "sched_process_exec"),
     ("select_enter", "syscalls", "sys_enter_select"),
@@ -32,7 +32,19 @@ const PROGRAMS: [(&str, &str, &str); 10] = [
     ("poll_exit", "syscalls", "sys_exit_poll"),
     ("ppoll_enter", "syscalls", "sys_enter_ppoll"),
     ("ppoll_exit", "syscalls", "sys_exit_ppoll"),
+    ("epoll_wait_enter", "syscalls", "sys_enter_epoll_wait"),
+    ("epoll_wait_exit", "syscalls", "sys_exit_epoll_wait"),
+    ("epoll_pwait_enter", "syscalls", "sys_enter_epoll_pwait"),
+    ("epoll_pwait_exit", "syscalls", "sys_exit_epoll_pwait"),
+    ("epoll_pwait2_enter", "syscalls", "sys_enter_epoll_pwait2"),
+    ("epoll_pwait2_exit", "syscalls", "sys_exit_epoll_pwait2"),
+    ("close_exit", "syscalls", "sys_exit_close"),
 ];
+
+/// Whether the probe decides `site` (the report marks the others as not measured).
+pub fn decides(site: auditor_common::Site) -> bool {
+    site.probe_decides()
+}
 
 /// Which processes the probe counts.
 #[derive(Clone, Debug, Default)]

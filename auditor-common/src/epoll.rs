@@ -1,0 +1,124 @@
+//! The epoll_wait family (fs/eventpoll.c): the argument checks of `do_epoll_wait` and the
+//! zero-timeout branch of `ep_poll`.
+
+use crate::{Evaluation, errno, prelude::Prelude};
+
+/// `EP_MAX_EVENTS` on x86_64: `INT_MAX / sizeof(struct epoll_event)` (12 bytes, packed).
+pub const EP_MAX_EVENTS: i32 = i32::MAX / 12;
+
+/// Highest user address on x86_64 with 4-level paging (`TASK_SIZE_MAX`).
+pub const USER_ADDRESS_END: u64 = 0x7fff_ffff_f000;
+
+/// `do_epoll_wait`'s checks of maxevents and of the events buffer (`access_ok`).
+pub const fn arguments_valid(maxevents: i32, events: u64) -> bool {
+    if maxevents <= 0 || maxevents > EP_MAX_EVENTS {
+        return false;
+    }
+    let size = maxevents as u64 * 12;
+    match events.checked_add(size) {
+        Some(end) => end <= USER_ADDRESS_END,
+        None => false,
+    }
+}
+
+/// `do_epoll_wait` refuses the call: maxevents out of range or the buffer outside user
+/// memory (EINVAL, EFAULT, decided from the arguments), epfd not open (EBADF) or not an
+/// epoll fd (EINVAL with valid arguments). epoll_pwait2's timeout and the sigmask are
+/// checked first, with EINVAL and EFAULT of their own.
+pub const fn bad_args_evaluation(
+    maxevents: i32,
+    events: u64,
+    prelude: Prelude,
+    ret: i64,
+) -> Evaluation {
+    let valid = arguments_valid(maxevents, events);
+    let prelude_errno = ret == -errno::EINVAL || ret == -errno::EFAULT;
+    match prelude {
+        Prelude::Fails => Evaluation::NotReached,
+        Prelude::Unknown if prelude_errno => Evaluation::Undecided,
+        Prelude::Passes | Prelude::Unknown => {
+            Evaluation::from_taken(!valid || ret == -errno::EBADF || ret == -errno::EINVAL)
+        }
+    }
+}
+
+/// `ep_poll`: the zero-timeout branch, reached when `do_epoll_wait` accepted the call.
+pub const fn zero_timeout_evaluation(bad_args: Evaluation, zero: Option<bool>) -> Evaluation {
+    match bad_args {
+        Evaluation::NotTaken => match zero {
+            Some(zero) => Evaluation::from_taken(zero),
+            None => Evaluation::Undecided,
+        },
+        Evaluation::Undecided => Evaluation::Undecided,
+        Evaluation::Taken | Evaluation::NotReached => Evaluation::NotReached,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errno::*;
+
+    #[test]
+    fn maxevents_boundaries() {
+        let buffer = 0x7f00_0000_0000;
+        assert!(!arguments_valid(0, buffer));
+        assert!(!arguments_valid(-1, buffer));
+        assert!(arguments_valid(1, buffer));
+        assert_eq!(EP_MAX_EVENTS, 178_956_970);
+        assert!(arguments_valid(EP_MAX_EVENTS, 0x1000));
+        assert!(!arguments_valid(EP_MAX_EVENTS + 1, 0x1000));
+        assert!(!arguments_valid(1, USER_ADDRESS_END - 11));
+        assert!(arguments_valid(1, USER_ADDRESS_END - 12));
+        assert!(!arguments_valid(1, u64::MAX - 4));
+    }
+
+    #[test]
+    fn bad_args_from_return() {
+        use Evaluation::*;
+        let buffer = 0x7f00_0000_0000;
+        assert_eq!(
+            bad_args_evaluation(0, buffer, Prelude::Passes, -EINVAL),
+            Taken
+        );
+        assert_eq!(
+            bad_args_evaluation(8, buffer, Prelude::Passes, -EBADF),
+            Taken
+        );
+        assert_eq!(
+            bad_args_evaluation(8, buffer, Prelude::Passes, -EINVAL),
+            Taken
+        );
+        assert_eq!(bad_args_evaluation(8, buffer, Prelude::Passes, 0), NotTaken);
+        assert_eq!(
+            bad_args_evaluation(8, buffer, Prelude::Passes, -EFAULT),
+            NotTaken
+        );
+        assert_eq!(
+            bad_args_evaluation(8, buffer, Prelude::Fails, -EINVAL),
+            NotReached
+        );
+        assert_eq!(
+            bad_args_evaluation(8, buffer, Prelude::Unknown, -EFAULT),
+            Undecided
+        );
+        assert_eq!(
+            bad_args_evaluation(8, buffer, Prelude::Unknown, -EBADF),
+            Taken
+        );
+        assert_eq!(
+            bad_args_evaluation(8, buffer, Prelude::Unknown, 1),
+            NotTaken
+        );
+    }
+
+    #[test]
+    fn zero_timeout_after_the_checks() {
+        use Evaluation::*;
+        assert_eq!(zero_timeout_evaluation(NotTaken, Some(true)), Taken);
+        assert_eq!(zero_timeout_evaluation(NotTaken, Some(false)), NotTaken);
+        assert_eq!(zero_timeout_evaluation(Taken, Some(true)), NotReached);
+        assert_eq!(zero_timeout_evaluation(Undecided, Some(true)), Undecided);
+        assert_eq!(zero_timeout_evaluation(NotTaken, None), Undecided);
+    }
+}

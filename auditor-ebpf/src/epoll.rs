@@ -1,0 +1,103 @@
+//! epoll_wait, epoll_pwait, epoll_pwait2: `do_epoll_wait`'s argument checks and `ep_poll`'s
+//! zero timeout, decided at exit from the arguments and the return value.
+
+use auditor_common::{
+    Site, Syscall, epoll,
+    prelude::{Prelude, Timeout},
+};
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+
+use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, target};
+
+// Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_epoll_{wait,pwait,pwait2}/format.
+const ENTER_EVENTS: usize = 24;
+const ENTER_MAXEVENTS: usize = 32;
+/// `int` milliseconds (epoll_wait, epoll_pwait) or a timespec pointer (epoll_pwait2).
+const ENTER_TIMEOUT: usize = 40;
+const ENTER_SIGMASK: usize = 48;
+const ENTER_SIGSETSIZE: usize = 56;
+
+#[tracepoint(category = "syscalls", name = "sys_enter_epoll_wait")]
+pub fn epoll_wait_enter(ctx: TracePointContext) -> u32 {
+    enter(&ctx, Syscall::EpollWait);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_epoll_wait")]
+pub fn epoll_wait_exit(ctx: TracePointContext) -> u32 {
+    exit(&ctx, Syscall::EpollWait);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_epoll_pwait")]
+pub fn epoll_pwait_enter(ctx: TracePointContext) -> u32 {
+    enter(&ctx, Syscall::EpollPwait);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_epoll_pwait")]
+pub fn epoll_pwait_exit(ctx: TracePointContext) -> u32 {
+    exit(&ctx, Syscall::EpollPwait);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_epoll_pwait2")]
+pub fn epoll_pwait2_enter(ctx: TracePointContext) -> u32 {
+    enter(&ctx, Syscall::EpollPwait2);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_epoll_pwait2")]
+pub fn epoll_pwait2_exit(ctx: TracePointContext) -> u32 {
+    exit(&ctx, Syscall::EpollPwait2);
+    0
+}
+
+fn enter(ctx: &TracePointContext, syscall: Syscall) {
+    if !target::is_traced() {
+        return;
+    }
+    let timeout = if syscall == Syscall::EpollPwait2 {
+        args::timespec(field(ctx, ENTER_TIMEOUT))
+    } else {
+        Timeout::from_millis(field(ctx, ENTER_TIMEOUT) as i32)
+    };
+    let sigmask = if syscall == Syscall::EpollWait {
+        Prelude::Passes
+    } else {
+        args::sigmask(field(ctx, ENTER_SIGMASK), field(ctx, ENTER_SIGSETSIZE))
+    };
+    let pending = Pending {
+        arg: field(ctx, ENTER_EVENTS),
+        count: field(ctx, ENTER_MAXEVENTS) as u32,
+        prelude: timeout.prelude().and(sigmask) as u32,
+        timeout: timeout as u32,
+        _pad: 0,
+    };
+    if !stash(&pending) {
+        tally::record_one(Site::EpollBadArgs, auditor_common::Evaluation::Undecided);
+        tally::record_one(
+            Site::EpollZeroTimeout,
+            auditor_common::Evaluation::Undecided,
+        );
+    }
+}
+
+fn exit(ctx: &TracePointContext, syscall: Syscall) {
+    let Some(pending) = take_pending() else {
+        return;
+    };
+    let ret = field(ctx, EXIT_RET) as i64;
+    let bad_args = epoll::bad_args_evaluation(
+        pending.count as i32,
+        pending.arg,
+        Prelude::from_u32(pending.prelude),
+        ret,
+    );
+    tally::record_one(Site::EpollBadArgs, bad_args);
+    tally::record_one(
+        Site::EpollZeroTimeout,
+        epoll::zero_timeout_evaluation(bad_args, Timeout::from_u32(pending.timeout).is_zero()),
+    );
+    tally::call(syscall);
+}

@@ -1,0 +1,210 @@
+//! What a workload must count, worked out per step from what each call does — by hand, not
+//! with the predicates under test — so the probe is checked against numbers it did not make.
+
+use auditor_common::{Counts, SITE_COUNT, SYSCALL_COUNT, Site, Syscall};
+
+use super::Step;
+
+/// Expected counts of one process of a workload.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Expected {
+    /// Per site, in `Site` order.
+    pub sites: [Counts; SITE_COUNT],
+    /// Calls per followed syscall, in `Syscall` order.
+    pub calls: [u64; SYSCALL_COUNT],
+}
+
+impl Expected {
+    pub fn site(&self, site: Site) -> Counts {
+        self.sites[site as usize]
+    }
+
+    pub fn calls(&self, syscall: Syscall) -> u64 {
+        self.calls[syscall as usize]
+    }
+
+    fn add(&mut self, site: Site, taken: u64, not_taken: u64, unreadable: u64) {
+        self.sites[site as usize].add(&Counts::new(taken, not_taken, unreadable));
+    }
+
+    /// `calls` evaluations of `site`, all taken when `taken` says so, else all not taken.
+    fn all(&mut self, site: Site, calls: u64, taken: bool) {
+        if taken {
+            self.add(site, calls, 0, 0);
+        } else {
+            self.add(site, 0, calls, 0);
+        }
+    }
+
+    fn step(&mut self, step: &Step) {
+        match *step {
+            Step::Select {
+                syscall,
+                calls,
+                n,
+                timeout_ms,
+            } => {
+                let calls = u64::from(calls);
+                self.calls[syscall as usize] += calls;
+                // n < 0 fails at once; otherwise every fd is open and the call returns.
+                self.all(Site::SelectNNegative, calls, n < 0);
+                if n >= 0 {
+                    self.all(Site::SelectFdNotOpen, calls, false);
+                    self.all(Site::SelectZeroTimeout, calls, timeout_ms == 0);
+                }
+            }
+            Step::SelectFault { calls, n } => {
+                let calls = u64::from(calls);
+                self.calls[Syscall::Select as usize] += calls;
+                // EFAULT from the timeout copy: whether core_sys_select ran is unknown.
+                self.add(Site::SelectNNegative, 0, 0, calls);
+                if n >= 0 {
+                    self.add(Site::SelectFdNotOpen, 0, 0, calls);
+                    self.add(Site::SelectZeroTimeout, 0, 0, calls);
+                }
+            }
+            Step::SelectBadFd { calls } => {
+                let calls = u64::from(calls);
+                self.calls[Syscall::Select as usize] += calls;
+                self.all(Site::SelectNNegative, calls, false);
+                self.all(Site::SelectFdNotOpen, calls, true);
+            }
+            Step::Poll {
+                syscall,
+                calls,
+                nfds,
+                negative,
+                not_open,
+                timeout_ms,
+            } => {
+                let calls = u64::from(calls);
+                self.calls[syscall as usize] += calls;
+                self.all(Site::PollNfdsOverRlimit, calls, false);
+                if nfds > 0 {
+                    self.all(Site::PollEntriesOnHeap, calls, nfds > 30);
+                }
+                self.all(Site::PollZeroTimeout, calls, timeout_ms == 0);
+                let (nfds, negative, not_open) =
+                    (u64::from(nfds), u64::from(negative), u64::from(not_open));
+                self.add(
+                    Site::PollFdNegative,
+                    negative * calls,
+                    (nfds - negative) * calls,
+                    0,
+                );
+                let looked_up = nfds - negative;
+                self.add(
+                    Site::PollFdNotOpen,
+                    not_open * calls,
+                    (looked_up - not_open) * calls,
+                    0,
+                );
+            }
+            Step::PollFault { calls, nfds } => {
+                let calls = u64::from(calls);
+                self.calls[Syscall::Poll as usize] += calls;
+                // EFAULT: the limit check passed; whether the scan ran is unknown.
+                self.all(Site::PollNfdsOverRlimit, calls, false);
+                if nfds > 0 {
+                    self.add(Site::PollEntriesOnHeap, 0, 0, calls);
+                }
+                self.add(Site::PollZeroTimeout, 0, 0, calls);
+                let entries = u64::from(nfds) * calls;
+                self.add(Site::PollFdNegative, 0, 0, entries);
+                self.add(Site::PollFdNotOpen, 0, 0, entries);
+            }
+            Step::PollOverLimit { calls } => {
+                let calls = u64::from(calls);
+                self.calls[Syscall::Poll as usize] += calls;
+                self.all(Site::PollNfdsOverRlimit, calls, true);
+            }
+            Step::Epoll {
+                syscall,
+                calls,
+                maxevents,
+                timeout_ms,
+            } => {
+                let calls = u64::from(calls);
+                self.calls[syscall as usize] += calls;
+                self.all(Site::EpollBadArgs, calls, maxevents <= 0);
+                if maxevents > 0 {
+                    self.all(Site::EpollZeroTimeout, calls, timeout_ms == 0);
+                }
+            }
+            Step::EpollBadFd { calls } => {
+                let calls = u64::from(calls);
+                self.calls[Syscall::EpollWait as usize] += calls;
+                self.all(Site::EpollBadArgs, calls, true);
+            }
+            Step::Close { ok, bad } => {
+                self.calls[Syscall::Close as usize] += u64::from(ok) + u64::from(bad);
+                // A close of fd -1 fails with EBADF before the branch.
+                self.all(Site::CloseOk, u64::from(ok), true);
+            }
+            Step::Fork | Step::Thread | Step::Wait | Step::Sleep { .. } => {}
+        }
+    }
+}
+
+/// What each process of the workload must count: index 0 is the process started, index i
+/// the child created by the i-th `fork`.
+pub fn expected(steps: &[Step]) -> Vec<Expected> {
+    let mut processes = vec![Expected::default()];
+    for step in steps {
+        if *step == Step::Fork {
+            processes.push(Expected::default());
+        } else {
+            processes.last_mut().expect("never empty").step(step);
+        }
+    }
+    processes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::parse;
+
+    #[test]
+    fn default_expectations() {
+        let expected = expected(&parse("default").unwrap());
+        assert_eq!(expected.len(), 1);
+        let select = expected[0].site(Site::SelectNNegative);
+        assert_eq!((select.taken, select.not_taken), (20, 2000));
+        let poll = expected[0].site(Site::PollFdNegative);
+        assert_eq!((poll.taken, poll.not_taken), (6400, 2_100 * 1024 - 6400));
+        assert_eq!(
+            expected[0].site(Site::PollZeroTimeout),
+            Counts::new(2100, 0, 0)
+        );
+    }
+
+    #[test]
+    fn fork_splits_processes() {
+        let expected = expected(&parse("select:3:-1 fork poll:2:10:4").unwrap());
+        assert_eq!(expected.len(), 2);
+        assert_eq!(expected[0].site(Site::SelectNNegative).taken, 3);
+        assert_eq!(expected[0].site(Site::PollFdNegative).total(), 0);
+        assert_eq!(
+            expected[1].site(Site::PollFdNegative),
+            Counts::new(8, 12, 0)
+        );
+        assert_eq!(expected[0].calls(Syscall::Select), 3);
+        assert_eq!(expected[1].calls(Syscall::Poll), 2);
+        assert_eq!(expected[1].calls(Syscall::Select), 0);
+    }
+
+    #[test]
+    fn not_open_entries_are_the_non_negative_ones() {
+        let expected = expected(&parse("ppoll:2:40:5:3:-1").unwrap());
+        assert_eq!(expected[0].site(Site::PollFdNotOpen), Counts::new(6, 64, 0));
+        assert_eq!(
+            expected[0].site(Site::PollEntriesOnHeap),
+            Counts::new(2, 0, 0)
+        );
+        assert_eq!(
+            expected[0].site(Site::PollZeroTimeout),
+            Counts::new(0, 2, 0)
+        );
+    }
+}

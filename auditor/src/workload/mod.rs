@@ -1,0 +1,409 @@
+//! Workloads: small programs that issue an exactly known sequence of syscalls, and the
+//! counts each site must show for them. The bundled `auditor-workload` binary runs them;
+//! `auditor trace` with no target runs [`DEFAULT`]; tests use them to check exact counts.
+//!
+//! A workload is a list of steps. TIMEOUT_MS is 0 when left out, and negative means none
+//! (NULL); fds polled or selected are open (on /dev/null, so always readable) unless a
+//! step says otherwise.
+//! - `select:CALLS:N[:TIMEOUT_MS]`, `pselect6:…`: calls with `n`; the read set holds fds 3..n.
+//! - `select-efault:CALLS:N`: selects whose timeout is unmapped (EFAULT, undecidable).
+//! - `select-ebadf:CALLS`: selects naming an fd that is not open (EBADF).
+//! - `poll:CALLS:NFDS:NEGATIVE[:NOTOPEN[:TIMEOUT_MS]]`, `ppoll:…`: calls of NFDS entries,
+//!   NEGATIVE of them with fd = -1 and NOTOPEN with an fd that is not open.
+//! - `poll-efault:CALLS:NFDS`: polls of an unmapped array (EFAULT: every entry undecidable).
+//! - `poll-einval:CALLS`: polls of more entries than RLIMIT_NOFILE (EINVAL).
+//! - `epoll_wait:CALLS:MAXEVENTS[:TIMEOUT_MS]`, `epoll_pwait:…`, `epoll_pwait2:…`: waits
+//!   on an epoll fd with one ready eventfd (MAXEVENTS <= 0 is refused with EINVAL).
+//! - `epoll-ebadf:CALLS`: epoll_wait on an fd that is not open (EBADF).
+//! - `close:OK:BAD`: OK closes of fds opened for it, BAD closes of fd -1 (EBADF).
+//! - `fork`: the steps after it run in a child process, which the parent waits for.
+//! - `thread`: the steps after it run in a new thread, which the main thread joins.
+//! - `wait`: read a line from stdin first (lets a test attach to a running process).
+//! - `sleep:MS`: sleep MS milliseconds.
+
+mod expected;
+mod run;
+
+use std::{fmt, str::FromStr};
+
+use auditor_common::Syscall;
+use thiserror::Error;
+
+pub use expected::{Expected, expected};
+pub use run::run;
+
+/// The default workload: the microbenchmarks of the patches that added the two hints —
+/// select of 1000 fds and poll of 1024 fds, zero timeout, through both syscalls of each
+/// family — plus calls that take the rare arms: select with n = -1, and pollfd entries
+/// with fd = -1 (1 in 16).
+pub const DEFAULT: &str = "select:1000:1000 pselect6:1000:1000 select:10:-1 pselect6:10:-1 \
+                           poll:1000:1024:0 ppoll:1000:1024:0 poll:100:1024:64";
+
+/// Named workloads `--workload` accepts besides a step list.
+pub fn named(name: &str) -> Option<&'static str> {
+    match name {
+        "default" => Some(DEFAULT),
+        _ => None,
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Select {
+        syscall: Syscall,
+        calls: u32,
+        n: i32,
+        timeout_ms: i32,
+    },
+    SelectFault {
+        calls: u32,
+        n: i32,
+    },
+    SelectBadFd {
+        calls: u32,
+    },
+    Poll {
+        syscall: Syscall,
+        calls: u32,
+        nfds: u32,
+        negative: u32,
+        not_open: u32,
+        timeout_ms: i32,
+    },
+    PollFault {
+        calls: u32,
+        nfds: u32,
+    },
+    PollOverLimit {
+        calls: u32,
+    },
+    Epoll {
+        syscall: Syscall,
+        calls: u32,
+        maxevents: i32,
+        timeout_ms: i32,
+    },
+    EpollBadFd {
+        calls: u32,
+    },
+    Close {
+        ok: u32,
+        bad: u32,
+    },
+    Fork,
+    Thread,
+    Wait,
+    Sleep {
+        millis: u64,
+    },
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("bad workload step `{step}`: {why} (see `auditor-workload` steps in the README)")]
+pub struct StepError {
+    step: String,
+    why: String,
+}
+
+/// The `:`-separated fields of one step, read in order.
+struct Fields<'a> {
+    step: &'a str,
+    fields: Vec<&'a str>,
+}
+
+impl Fields<'_> {
+    fn error(&self, why: impl Into<String>) -> StepError {
+        StepError {
+            step: self.step.to_string(),
+            why: why.into(),
+        }
+    }
+
+    fn number<T: FromStr>(
+        &self,
+        index: usize,
+        name: &str,
+        default: Option<T>,
+    ) -> Result<T, StepError> {
+        match (self.fields.get(index), default) {
+            (Some(text), _) => text
+                .parse()
+                .map_err(|_| self.error(format!("{name} `{text}` is not a number in range"))),
+            (None, Some(default)) => Ok(default),
+            (None, None) => Err(self.error(format!("{name} is missing"))),
+        }
+    }
+
+    fn at_most(&self, count: usize) -> Result<(), StepError> {
+        if self.fields.len() > count {
+            return Err(self.error("too many fields"));
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Step {
+    type Err = StepError;
+
+    fn from_str(text: &str) -> Result<Step, StepError> {
+        let mut parts = text.split(':');
+        let kind = parts.next().unwrap_or_default();
+        let f = Fields {
+            step: text,
+            fields: parts.collect(),
+        };
+        let step = match kind {
+            "select" | "pselect6" => {
+                f.at_most(3)?;
+                Step::Select {
+                    syscall: if kind == "select" {
+                        Syscall::Select
+                    } else {
+                        Syscall::Pselect6
+                    },
+                    calls: f.number(0, "CALLS", None)?,
+                    n: f.number(1, "N", None)?,
+                    timeout_ms: f.number(2, "TIMEOUT_MS", Some(0))?,
+                }
+            }
+            "select-efault" => {
+                f.at_most(2)?;
+                Step::SelectFault {
+                    calls: f.number(0, "CALLS", None)?,
+                    n: f.number(1, "N", None)?,
+                }
+            }
+            "select-ebadf" => {
+                f.at_most(1)?;
+                Step::SelectBadFd {
+                    calls: f.number(0, "CALLS", None)?,
+                }
+            }
+            "poll" | "ppoll" => {
+                f.at_most(5)?;
+                let nfds: u32 = f.number(1, "NFDS", None)?;
+                let negative: u32 = f.number(2, "NEGATIVE", None)?;
+                let not_open: u32 = f.number(3, "NOTOPEN", Some(0))?;
+                if u64::from(negative) + u64::from(not_open) > u64::from(nfds) {
+                    return Err(f.error("NEGATIVE and NOTOPEN add up to more than NFDS"));
+                }
+                Step::Poll {
+                    syscall: if kind == "poll" {
+                        Syscall::Poll
+                    } else {
+                        Syscall::Ppoll
+                    },
+                    calls: f.number(0, "CALLS", None)?,
+                    nfds,
+                    negative,
+                    not_open,
+                    timeout_ms: f.number(4, "TIMEOUT_MS", Some(0))?,
+                }
+            }
+            "poll-efault" => {
+                f.at_most(2)?;
+                Step::PollFault {
+                    calls: f.number(0, "CALLS", None)?,
+                    nfds: f.number(1, "NFDS", None)?,
+                }
+            }
+            "poll-einval" => {
+                f.at_most(1)?;
+                Step::PollOverLimit {
+                    calls: f.number(0, "CALLS", None)?,
+                }
+            }
+            "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => {
+                f.at_most(3)?;
+                Step::Epoll {
+                    syscall: match kind {
+                        "epoll_wait" => Syscall::EpollWait,
+                        "epoll_pwait" => Syscall::EpollPwait,
+                        _ => Syscall::EpollPwait2,
+                    },
+                    calls: f.number(0, "CALLS", None)?,
+                    maxevents: f.number(1, "MAXEVENTS", None)?,
+                    timeout_ms: f.number(2, "TIMEOUT_MS", Some(0))?,
+                }
+            }
+            "epoll-ebadf" => {
+                f.at_most(1)?;
+                Step::EpollBadFd {
+                    calls: f.number(0, "CALLS", None)?,
+                }
+            }
+            "close" => {
+                f.at_most(2)?;
+                Step::Close {
+                    ok: f.number(0, "OK", None)?,
+                    bad: f.number(1, "BAD", None)?,
+                }
+            }
+            "sleep" => {
+                f.at_most(1)?;
+                Step::Sleep {
+                    millis: f.number(0, "MS", None)?,
+                }
+            }
+            "fork" | "thread" | "wait" => {
+                f.at_most(0)?;
+                match kind {
+                    "fork" => Step::Fork,
+                    "thread" => Step::Thread,
+                    _ => Step::Wait,
+                }
+            }
+            _ => return Err(f.error("unknown step")),
+        };
+        Ok(step)
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Optional fields are written only when they differ from their default.
+        let timeout = |ms: i32| {
+            if ms == 0 {
+                String::new()
+            } else {
+                format!(":{ms}")
+            }
+        };
+        match *self {
+            Step::Select {
+                syscall,
+                calls,
+                n,
+                timeout_ms,
+            } => {
+                write!(f, "{}:{calls}:{n}{}", syscall.name(), timeout(timeout_ms))
+            }
+            Step::SelectFault { calls, n } => write!(f, "select-efault:{calls}:{n}"),
+            Step::SelectBadFd { calls } => write!(f, "select-ebadf:{calls}"),
+            Step::Poll {
+                syscall,
+                calls,
+                nfds,
+                negative,
+                not_open,
+                timeout_ms,
+            } => {
+                write!(f, "{}:{calls}:{nfds}:{negative}", syscall.name())?;
+                if not_open != 0 || timeout_ms != 0 {
+                    write!(f, ":{not_open}{}", timeout(timeout_ms))?;
+                }
+                Ok(())
+            }
+            Step::PollFault { calls, nfds } => write!(f, "poll-efault:{calls}:{nfds}"),
+            Step::PollOverLimit { calls } => write!(f, "poll-einval:{calls}"),
+            Step::Epoll {
+                syscall,
+                calls,
+                maxevents,
+                timeout_ms,
+            } => {
+                write!(
+                    f,
+                    "{}:{calls}:{maxevents}{}",
+                    syscall.name(),
+                    timeout(timeout_ms)
+                )
+            }
+            Step::EpollBadFd { calls } => write!(f, "epoll-ebadf:{calls}"),
+            Step::Close { ok, bad } => write!(f, "close:{ok}:{bad}"),
+            Step::Fork => f.write_str("fork"),
+            Step::Thread => f.write_str("thread"),
+            Step::Wait => f.write_str("wait"),
+            Step::Sleep { millis } => write!(f, "sleep:{millis}"),
+        }
+    }
+}
+
+/// Parses a workload: a name from [`named`] or steps separated by white space.
+pub fn parse(spec: &str) -> Result<Vec<Step>, StepError> {
+    named(spec)
+        .unwrap_or(spec)
+        .split_whitespace()
+        .map(str::parse)
+        .collect()
+}
+
+/// The command line that runs workload `spec` with the bundled `auditor-workload`, which
+/// is installed beside the `auditor` binary.
+pub fn command(spec: &str) -> Result<Vec<std::ffi::OsString>, crate::Error> {
+    let steps = parse(spec).map_err(|e| crate::Error::Spawn {
+        command: format!("workload {spec}"),
+        why: e.to_string(),
+    })?;
+    let binary = std::env::current_exe()?.with_file_name("auditor-workload");
+    if !binary.is_file() {
+        return Err(crate::Error::Spawn {
+            command: binary.display().to_string(),
+            why: "the bundled workload binary is not beside the auditor binary (build the \
+                  whole package: `cargo xtask build`)"
+                .into(),
+        });
+    }
+    let mut argv = vec![binary.into_os_string()];
+    argv.extend(steps.iter().map(|s| s.to_string().into()));
+    Ok(argv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_round_trip() {
+        let text = "select:3:-1 pselect6:2:9:5 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
+                    ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
+                    epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
+                    close:3:1 fork thread wait sleep:5";
+        let steps = parse(text).unwrap();
+        let written: Vec<String> = steps.iter().map(Step::to_string).collect();
+        assert_eq!(
+            written.join(" "),
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+        let default: Vec<String> = parse(DEFAULT)
+            .unwrap()
+            .iter()
+            .map(Step::to_string)
+            .collect();
+        assert_eq!(
+            default.join(" "),
+            DEFAULT.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+    }
+
+    #[test]
+    fn bad_steps_are_named() {
+        let error = parse("poll:1:2:3").unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("`poll:1:2:3`: NEGATIVE and NOTOPEN"),
+            "{error}"
+        );
+        let error = parse("select:x:1").unwrap_err();
+        assert!(error.to_string().contains("CALLS `x`"), "{error}");
+        assert!(
+            parse("spin:1")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown step")
+        );
+        assert!(
+            parse("fork:1")
+                .unwrap_err()
+                .to_string()
+                .contains("too many fields")
+        );
+        assert!(
+            parse("close:1")
+                .unwrap_err()
+                .to_string()
+                .contains("BAD is missing")
+        );
+    }
+}

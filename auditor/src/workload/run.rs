@@ -1,0 +1,414 @@
+//! Running a workload: every step issues its syscalls directly (`libc::syscall`), so the
+//! process makes exactly the calls the step names, and checks that each returned what the
+//! step expects; a call that did not is an error naming the step.
+
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+
+use anyhow::{Context, bail, ensure};
+use auditor_common::Syscall;
+
+use super::Step;
+
+/// An address below `vm.mmap_min_addr`: never mapped.
+const UNMAPPED: usize = 0x10;
+
+/// Runs the steps in this process.
+pub fn run(steps: &[Step]) -> anyhow::Result<()> {
+    raise_nofile_limit(nofile_needed(steps))?;
+    let fds = Fds::open(pool_size(steps), steps).context("cannot open the workload's fds")?;
+    run_steps(&fds, steps)
+}
+
+fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
+    for (index, step) in steps.iter().enumerate() {
+        match *step {
+            Step::Select {
+                syscall,
+                calls,
+                n,
+                timeout_ms,
+            } => run_select(fds, syscall, calls, n, timeout_ms),
+            Step::SelectFault { calls, n } => repeat(calls, Some(libc::EFAULT), || {
+                let null = std::ptr::null_mut::<libc::c_void>();
+                // SAFETY: the kernel checks the timeout address and fails with EFAULT.
+                unsafe { libc::syscall(libc::SYS_select, n, null, null, null, UNMAPPED) }
+            }),
+            Step::SelectBadFd { calls } => {
+                let bad = fds.not_open;
+                let mut set = vec![0u64; (bad as usize) / 64 + 1];
+                set[bad as usize / 64] |= 1 << (bad % 64);
+                repeat(calls, Some(libc::EBADF), || {
+                    let null = std::ptr::null_mut::<libc::c_void>();
+                    let mut read_set = set.clone();
+                    // SAFETY: the set holds bad + 1 bits; no timeout.
+                    unsafe {
+                        libc::syscall(
+                            libc::SYS_select,
+                            bad + 1,
+                            read_set.as_mut_ptr(),
+                            null,
+                            null,
+                            null,
+                        )
+                    }
+                })
+            }
+            Step::Poll {
+                syscall,
+                calls,
+                nfds,
+                negative,
+                not_open,
+                timeout_ms,
+            } => run_poll(fds, syscall, calls, nfds, negative, not_open, timeout_ms),
+            Step::PollFault { calls, nfds } => repeat(calls, Some(libc::EFAULT), || {
+                // SAFETY: the kernel checks the address and fails with EFAULT.
+                unsafe { libc::syscall(libc::SYS_poll, UNMAPPED, nfds, 0) }
+            }),
+            Step::PollOverLimit { calls } => {
+                let (soft, _) =
+                    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?;
+                repeat(calls, Some(libc::EINVAL), || {
+                    // SAFETY: the kernel refuses nfds over RLIMIT_NOFILE before reading.
+                    unsafe { libc::syscall(libc::SYS_poll, UNMAPPED, soft + 1, 0) }
+                })
+            }
+            Step::Epoll {
+                syscall,
+                calls,
+                maxevents,
+                timeout_ms,
+            } => run_epoll(fds, syscall, calls, maxevents, timeout_ms),
+            Step::EpollBadFd { calls } => repeat(calls, Some(libc::EBADF), || {
+                let mut events = [libc::epoll_event { events: 0, u64: 0 }];
+                // SAFETY: one event of room.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_epoll_wait,
+                        fds.not_open,
+                        events.as_mut_ptr(),
+                        1,
+                        0,
+                    )
+                }
+            }),
+            Step::Close { ok, bad } => {
+                for _ in 0..ok {
+                    let fd = std::fs::File::open("/dev/null")?.into_raw_fd();
+                    // SAFETY: closes the fd just opened, which nothing else owns.
+                    let ret = unsafe { libc::syscall(libc::SYS_close, fd) };
+                    ensure!(ret == 0, "close failed");
+                }
+                // SAFETY: fd -1 is never open.
+                repeat(bad, Some(libc::EBADF), || unsafe {
+                    libc::syscall(libc::SYS_close, -1)
+                })
+            }
+            Step::Sleep { millis } => {
+                std::thread::sleep(std::time::Duration::from_millis(millis));
+                Ok(())
+            }
+            Step::Wait => std::io::stdin()
+                .read_line(&mut String::new())
+                .map(drop)
+                .map_err(Into::into),
+            Step::Fork => return fork_rest(fds, &steps[index + 1..]),
+            Step::Thread => return thread_rest(fds, &steps[index + 1..]),
+        }
+        .with_context(|| format!("workload step `{step}`"))?;
+    }
+    Ok(())
+}
+
+/// Highest fd the steps need open, plus one.
+fn pool_size(steps: &[Step]) -> usize {
+    steps
+        .iter()
+        .map(|step| match *step {
+            Step::Select { n, .. } => n.max(0) as usize,
+            // Poll entries cycle through a pool; 64 fds are plenty.
+            _ => 64,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The RLIMIT_NOFILE the steps need: the kernel refuses a poll of more entries.
+fn nofile_needed(steps: &[Step]) -> u64 {
+    let largest_poll = steps.iter().map(|step| match *step {
+        Step::Poll { nfds, .. } => u64::from(nfds),
+        _ => 0,
+    });
+    largest_poll
+        .max()
+        .unwrap_or(0)
+        .max(pool_size(steps) as u64 + 64)
+}
+
+/// Raises the soft RLIMIT_NOFILE to `want`, as far as the hard limit allows.
+fn raise_nofile_limit(want: u64) -> anyhow::Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft < want {
+        setrlimit(Resource::RLIMIT_NOFILE, want.min(hard), hard)?;
+    }
+    Ok(())
+}
+
+/// The fds the steps use: fds 3.. up to a limit on /dev/null (always readable, so calls
+/// return without sleeping), an fd number just past them that is not open, and an epoll fd
+/// with one ready eventfd when a step waits on it. None is ever closed: the process ends
+/// with them, so the only closes are those of `close` steps.
+struct Fds {
+    pool: Vec<RawFd>,
+    not_open: RawFd,
+    epoll: Option<RawFd>,
+}
+
+impl Fds {
+    fn open(limit: usize, steps: &[Step]) -> anyhow::Result<Fds> {
+        let mut pool = Vec::new();
+        loop {
+            let fd = std::fs::File::open("/dev/null")?.into_raw_fd();
+            pool.push(fd);
+            if fd as usize >= limit {
+                break;
+            }
+        }
+        let epoll = steps
+            .iter()
+            .any(|s| matches!(s, Step::Epoll { .. }))
+            .then(ready_epoll)
+            .transpose()?;
+        // Past every fd opened so far (the epoll fd is the highest, after its eventfd).
+        let highest = pool.iter().copied().chain(epoll).max();
+        let not_open = highest.unwrap_or(2) + 1;
+        Ok(Fds {
+            pool,
+            not_open,
+            epoll,
+        })
+    }
+
+    fn fd(&self, i: usize) -> RawFd {
+        self.pool[i % self.pool.len()]
+    }
+}
+
+/// An epoll fd watching an eventfd that is readable.
+fn ready_epoll() -> anyhow::Result<RawFd> {
+    use nix::sys::{
+        epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags},
+        eventfd::{EfdFlags, EventFd},
+    };
+    let event = EventFd::from_value_and_flags(1, EfdFlags::empty())?;
+    let epoll = Epoll::new(EpollCreateFlags::empty())?;
+    epoll.add(&event, EpollEvent::new(EpollFlags::EPOLLIN, 0))?;
+    let fd = epoll.0.as_raw_fd();
+    // Both stay open until the process ends (see `Fds`).
+    std::mem::forget(event);
+    std::mem::forget(epoll);
+    Ok(fd)
+}
+
+/// Issues `calls` calls, each of which must fail with `errno` (or succeed, for None).
+fn repeat(calls: u32, errno: Option<i32>, call: impl Fn() -> libc::c_long) -> anyhow::Result<()> {
+    for _ in 0..calls {
+        let ret = call();
+        let got = (ret < 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        ensure!(
+            got == errno,
+            "returned {ret} (errno {got:?}), expected errno {errno:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Milliseconds as a timespec, NULL for a negative timeout.
+fn timespec(timeout_ms: i32) -> Option<libc::timespec> {
+    (timeout_ms >= 0).then(|| libc::timespec {
+        tv_sec: i64::from(timeout_ms / 1000),
+        tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+    })
+}
+
+fn pointer<T>(value: &mut Option<T>) -> *mut T {
+    value.as_mut().map_or(std::ptr::null_mut(), |v| v as *mut T)
+}
+
+fn run_select(
+    fds: &Fds,
+    syscall: Syscall,
+    calls: u32,
+    n: i32,
+    timeout_ms: i32,
+) -> anyhow::Result<()> {
+    let words = (n.max(0) as usize).div_ceil(64);
+    let mut template = vec![0u64; words.max(1)];
+    for &fd in &fds.pool {
+        if fd < n {
+            template[fd as usize / 64] |= 1 << (fd % 64);
+        }
+    }
+    let errno = (n < 0).then_some(libc::EINVAL);
+    repeat(calls, errno, || {
+        let mut read_set = template.clone();
+        let set = read_set.as_mut_ptr();
+        let null = std::ptr::null_mut::<libc::c_void>();
+        let mut timespec = timespec(timeout_ms);
+        // SAFETY: the set holds n bits; the timeout structs live across the call.
+        unsafe {
+            if syscall == Syscall::Select {
+                let mut timeval = timespec.map(|t| libc::timeval {
+                    tv_sec: t.tv_sec,
+                    tv_usec: t.tv_nsec / 1000,
+                });
+                libc::syscall(libc::SYS_select, n, set, null, null, pointer(&mut timeval))
+            } else {
+                libc::syscall(
+                    libc::SYS_pselect6,
+                    n,
+                    set,
+                    null,
+                    null,
+                    pointer(&mut timespec),
+                    null,
+                )
+            }
+        }
+    })
+}
+
+fn run_poll(
+    fds: &Fds,
+    syscall: Syscall,
+    calls: u32,
+    nfds: u32,
+    negative: u32,
+    not_open: u32,
+    timeout_ms: i32,
+) -> anyhow::Result<()> {
+    // Entry i is negative when it is the k-th of `negative` spread evenly; the first
+    // `not_open` of the others name an fd that is not open.
+    let mut left_not_open = not_open;
+    let entries: Vec<libc::pollfd> = (0..nfds as usize)
+        .map(|i| {
+            let spread = (i as u64 * u64::from(negative)) % u64::from(nfds.max(1));
+            let fd = if negative > 0 && spread < u64::from(negative) {
+                -1
+            } else if left_not_open > 0 {
+                left_not_open -= 1;
+                fds.not_open
+            } else {
+                fds.fd(i)
+            };
+            libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            }
+        })
+        .collect();
+    let counted = entries.iter().filter(|e| e.fd < 0).count();
+    ensure!(
+        counted == negative as usize,
+        "spread {counted} negative entries, not {negative}"
+    );
+    repeat(calls, None, || {
+        let mut array = entries.clone();
+        let array = array.as_mut_ptr();
+        // SAFETY: the array holds nfds entries; the timeout lives across the call.
+        unsafe {
+            if syscall == Syscall::Poll {
+                libc::syscall(libc::SYS_poll, array, nfds, timeout_ms)
+            } else {
+                let mut timeout = timespec(timeout_ms);
+                let null = std::ptr::null::<libc::c_void>();
+                libc::syscall(libc::SYS_ppoll, array, nfds, pointer(&mut timeout), null, 8)
+            }
+        }
+    })
+}
+
+fn run_epoll(
+    fds: &Fds,
+    syscall: Syscall,
+    calls: u32,
+    maxevents: i32,
+    timeout_ms: i32,
+) -> anyhow::Result<()> {
+    let Some(epoll) = fds.epoll else {
+        bail!("no epoll fd");
+    };
+    let errno = (maxevents <= 0).then_some(libc::EINVAL);
+    repeat(calls, errno, || {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; maxevents.max(1) as usize];
+        let events = events.as_mut_ptr();
+        let null = std::ptr::null::<libc::c_void>();
+        // SAFETY: the buffer holds maxevents events; the timeout lives across the call.
+        unsafe {
+            match syscall {
+                Syscall::EpollWait => {
+                    libc::syscall(libc::SYS_epoll_wait, epoll, events, maxevents, timeout_ms)
+                }
+                Syscall::EpollPwait => libc::syscall(
+                    libc::SYS_epoll_pwait,
+                    epoll,
+                    events,
+                    maxevents,
+                    timeout_ms,
+                    null,
+                    8,
+                ),
+                _ => {
+                    let mut timeout = timespec(timeout_ms);
+                    libc::syscall(
+                        libc::SYS_epoll_pwait2,
+                        epoll,
+                        events,
+                        maxevents,
+                        pointer(&mut timeout),
+                        null,
+                        8,
+                    )
+                }
+            }
+        }
+    })
+}
+
+fn thread_rest(fds: &Fds, rest: &[Step]) -> anyhow::Result<()> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| run_steps(fds, rest))
+            .join()
+            .map_err(|_| anyhow::anyhow!("the workload thread panicked"))?
+    })
+}
+
+fn fork_rest(fds: &Fds, rest: &[Step]) -> anyhow::Result<()> {
+    use nix::{
+        sys::wait::{WaitStatus, waitpid},
+        unistd::{ForkResult, fork},
+    };
+    // SAFETY: the child runs the remaining steps and leaves with _exit, never returning into
+    // the caller. Should a `thread` step come first, glibc's fork keeps malloc usable in the
+    // child, and the steps use nothing else another thread could hold.
+    match unsafe { fork() }? {
+        ForkResult::Child => {
+            let code = match run_steps(fds, rest) {
+                Ok(()) => 0,
+                Err(error) => {
+                    eprintln!("auditor-workload (child): {error:#}");
+                    1
+                }
+            };
+            // SAFETY: ends the child without running the parent's exit handlers twice.
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => match waitpid(child, None)? {
+            WaitStatus::Exited(_, 0) => Ok(()),
+            status => bail!("forked child ended with {status:?}"),
+        },
+    }
+}
