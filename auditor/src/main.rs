@@ -29,6 +29,10 @@ enum Command {
 
 #[derive(clap::Args)]
 struct SitesArgs {
+    /// A kernel source tree: show the hint it carries at each site, and where it differs
+    /// from the catalogue or the site cannot be found.
+    #[arg(long, value_name = "DIR")]
+    kernel_src: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: FormatArg,
@@ -146,7 +150,15 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
 
 fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    auditor::report::write_sites(args.format.into(), &mut stdout)
+    if let Some(tree) = &args.kernel_src
+        && !tree.join("fs").is_dir()
+    {
+        anyhow::bail!(
+            "{} is not a kernel source tree (it has no fs/ directory)",
+            tree.display()
+        );
+    }
+    auditor::report::write_sites(args.format.into(), args.kernel_src.as_deref(), &mut stdout)
         .and_then(|()| stdout.flush())
         .context("writing the catalogue")
 }

@@ -133,3 +133,64 @@ fn a_bad_workload_step_is_named() {
         "{stderr}"
     );
 }
+
+#[test]
+fn sites_lists_the_catalogue() {
+    let output = Command::new(AUDITOR)
+        .args(["sites", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let sites: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let sites = sites.as_array().unwrap();
+    assert_eq!(sites.len(), 19);
+    let fd_negative = sites
+        .iter()
+        .find(|s| s["id"] == "poll.fd_negative")
+        .unwrap();
+    assert_eq!(fd_negative["hint"], "unlikely");
+    assert_eq!(fd_negative["hint_since"], "6.16");
+    assert_eq!(fd_negative["unit"], "pollfd_entry");
+    assert_eq!(fd_negative["measured_by_probe"], true);
+}
+
+#[test]
+fn sites_compares_a_kernel_tree() {
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tree.path().join("fs")).unwrap();
+    // An older release: no hint on n < 0.
+    std::fs::write(
+        tree.path().join("fs/select.c"),
+        "int core_sys_select(int n)\n{\n\tif (n < 0)\n\t\tgoto out_nofds;\n}\n",
+    )
+    .unwrap();
+    let output = Command::new(AUDITOR)
+        .args(["sites", "--kernel-src"])
+        .arg(tree.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    let row = |id: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(id))
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        row("select.n_negative").contains("none (fs/select.c:3)"),
+        "{text}"
+    );
+    assert!(row("select.n_negative").contains("DIFFERS"), "{text}");
+    assert!(
+        row("epoll.bad_args").contains("not found: cannot read"),
+        "{text}"
+    );
+
+    let output = Command::new(AUDITOR)
+        .args(["sites", "--kernel-src", "/nonexistent"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a kernel source tree"));
+}

@@ -2,7 +2,7 @@
 
 use auditor_common::{Evaluation, Site, close};
 
-use super::{Decided, Hint, Recorder, SiteInfo, Unit, fd::Task, likely};
+use super::{Decided, Hint, Recorder, SiteInfo, Unit, fd::Task, likely, written};
 
 pub const OK: SiteInfo = SiteInfo {
     site: Site::CloseOk,
@@ -14,6 +14,7 @@ pub const OK: SiteInfo = SiteInfo {
     hint_since: "6.15",
     unit: Unit::Call,
     syscalls: &["close"],
+    source: &[written("retval == 0")],
     decided: Decided::Exit,
 };
 

@@ -5,7 +5,7 @@ use auditor_common::{
     prelude::{Prelude, Timeout},
 };
 
-use super::{Decided, Hint, Recorder, SiteInfo, Unit, branch, unlikely};
+use super::{Decided, Hint, Recorder, SiteInfo, Unit, branch, unlikely, written};
 
 const SYSCALLS: &[&str] = &["epoll_wait", "epoll_pwait", "epoll_pwait2"];
 
@@ -19,6 +19,7 @@ pub const BAD_ARGS: SiteInfo = SiteInfo {
     hint_since: "6.15",
     unit: Unit::Call,
     syscalls: SYSCALLS,
+    source: &[written("maxevents <= 0")],
     decided: Decided::Exit,
 };
 
@@ -32,6 +33,7 @@ pub const ZERO_TIMEOUT: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::Call,
     syscalls: SYSCALLS,
+    source: &[written("timeout->tv_sec | timeout->tv_nsec")],
     decided: Decided::Exit,
 };
 

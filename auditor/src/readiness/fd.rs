@@ -3,7 +3,9 @@
 
 use auditor_common::{Evaluation, Site, errno, fd};
 
-use super::{Decided, Hint, Recorder, SiteInfo, Unit, branch, likely, unlikely};
+use super::{
+    Decided, Hint, Recorder, SiteInfo, Unit, branch, likely, unlikely, written, written_negated,
+};
 
 /// Syscalls that allocate an fd through `alloc_fd` (dup2 and dup3 do not).
 const ALLOCATING: &[&str] = &[
@@ -37,6 +39,7 @@ pub const BELOW_MAX: SiteInfo = SiteInfo {
     hint_since: "6.13",
     unit: Unit::Allocation,
     syscalls: ALLOCATING,
+    source: &[written("fd < fdt->max_fds")],
     decided: Decided::TaskState,
 };
 
@@ -50,6 +53,7 @@ pub const FAST_PATH: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::Allocation,
     syscalls: ALLOCATING,
+    source: &[written("bit < BITS_PER_LONG")],
     decided: Decided::TaskState,
 };
 
@@ -63,6 +67,7 @@ pub const TABLE_FULL: SiteInfo = SiteInfo {
     hint_since: "6.13",
     unit: Unit::Allocation,
     syscalls: ALLOCATING,
+    source: &[written("fd >= fdt->max_fds")],
     decided: Decided::TaskState,
 };
 
@@ -76,6 +81,7 @@ pub const EMFILE: SiteInfo = SiteInfo {
     hint_since: "6.13",
     unit: Unit::Allocation,
     syscalls: ALLOCATING,
+    source: &[written("fd >= end")],
     decided: Decided::TaskState,
 };
 
@@ -91,6 +97,7 @@ pub const TABLE_SHARED: SiteInfo = SiteInfo {
     syscalls: &[
         "poll", "ppoll", "select", "pselect6", "read", "write", "recvmsg", "sendmsg",
     ],
+    source: &[written_negated("&files->count) == 1")],
     decided: Decided::TaskState,
 };
 

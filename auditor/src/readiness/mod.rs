@@ -29,6 +29,15 @@ pub enum Hint {
 }
 
 impl Hint {
+    /// The hint on the other arm of the branch.
+    pub const fn opposite(self) -> Hint {
+        match self {
+            Hint::Likely => Hint::Unlikely,
+            Hint::Unlikely => Hint::Likely,
+            Hint::None => Hint::None,
+        }
+    }
+
     pub const fn name(self) -> &'static str {
         match self {
             Hint::Likely => "likely",
@@ -88,6 +97,32 @@ impl Decided {
     }
 }
 
+/// A way a kernel release writes a site's condition, for finding its hint in a source tree.
+#[derive(Debug, Serialize)]
+pub struct Fragment {
+    /// Text of the condition (white space is not significant).
+    pub text: &'static str,
+    /// The text states the other arm (e.g. `fd >= 0` for `fd < 0`): a hint on it is the
+    /// opposite hint for the site.
+    pub negated: bool,
+}
+
+/// The site's condition as `text` writes it.
+pub const fn written(text: &'static str) -> Fragment {
+    Fragment {
+        text,
+        negated: false,
+    }
+}
+
+/// The other arm of the site's condition, as `text` writes it.
+pub const fn written_negated(text: &'static str) -> Fragment {
+    Fragment {
+        text,
+        negated: true,
+    }
+}
+
 /// Everything known about a site besides its counts.
 #[derive(Debug, Serialize)]
 pub struct SiteInfo {
@@ -106,6 +141,9 @@ pub struct SiteInfo {
     /// The syscalls whose evaluations are counted.
     pub syscalls: &'static [&'static str],
     pub decided: Decided,
+    /// How kernel releases write the condition inside `function`.
+    #[serde(skip)]
+    pub source: &'static [Fragment],
 }
 
 /// The catalogue: every site's declaration, in catalogue order (the order of [`Site`]).

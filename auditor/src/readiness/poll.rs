@@ -6,7 +6,7 @@ use auditor_common::{
     prelude::{Prelude, Timeout},
 };
 
-use super::{Decided, Hint, Recorder, SiteInfo, Unit, branch, unlikely};
+use super::{Decided, Hint, Recorder, SiteInfo, Unit, branch, unlikely, written, written_negated};
 
 const SYSCALLS: &[&str] = &["poll", "ppoll"];
 
@@ -20,6 +20,7 @@ pub const NFDS_OVER_RLIMIT: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::Call,
     syscalls: SYSCALLS,
+    source: &[written("nfds > rlimit(RLIMIT_NOFILE)")],
     decided: Decided::Exit,
 };
 
@@ -33,6 +34,10 @@ pub const ENTRIES_ON_HEAP: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::Call,
     syscalls: SYSCALLS,
+    source: &[
+        written_negated("walk->len >= todo"),
+        written_negated("if (!todo)"),
+    ],
     decided: Decided::Exit,
 };
 
@@ -46,6 +51,9 @@ pub const ZERO_TIMEOUT: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::Call,
     syscalls: SYSCALLS,
+    source: &[written(
+        "end_time && !end_time->tv_sec && !end_time->tv_nsec",
+    )],
     decided: Decided::Exit,
 };
 
@@ -59,6 +67,7 @@ pub const FD_NEGATIVE: SiteInfo = SiteInfo {
     hint_since: "6.16",
     unit: Unit::PollfdEntry,
     syscalls: SYSCALLS,
+    source: &[written("fd < 0"), written_negated("fd >= 0")],
     decided: Decided::Exit,
 };
 
@@ -72,6 +81,11 @@ pub const FD_NOT_OPEN: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::PollfdEntry,
     syscalls: SYSCALLS,
+    source: &[
+        written("fd_empty(f)"),
+        written("!f.file"),
+        written_negated("if (f.file)"),
+    ],
     decided: Decided::Exit,
 };
 

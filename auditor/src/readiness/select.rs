@@ -6,7 +6,7 @@ use auditor_common::{
     select,
 };
 
-use super::{Decided, Hint, Recorder, SiteInfo, Unit, branch, fd::Task, unlikely};
+use super::{Decided, Hint, Recorder, SiteInfo, Unit, branch, fd::Task, unlikely, written};
 
 const SYSCALLS: &[&str] = &["select", "pselect6"];
 
@@ -20,6 +20,7 @@ pub const N_NEGATIVE: SiteInfo = SiteInfo {
     hint_since: "6.16",
     unit: Unit::Call,
     syscalls: SYSCALLS,
+    source: &[written("n < 0")],
     decided: Decided::Exit,
 };
 
@@ -33,6 +34,7 @@ pub const N_CLAMPED: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::Call,
     syscalls: SYSCALLS,
+    source: &[written("n > max_fds")],
     decided: Decided::TaskState,
 };
 
@@ -46,6 +48,7 @@ pub const BITMAPS_ON_HEAP: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::Call,
     syscalls: SYSCALLS,
+    source: &[written("size > sizeof(stack_fds) / 6")],
     decided: Decided::TaskState,
 };
 
@@ -59,6 +62,7 @@ pub const FD_NOT_OPEN: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::Call,
     syscalls: SYSCALLS,
+    source: &[written("if (set & ~*open_fds)")],
     decided: Decided::Exit,
 };
 
@@ -72,6 +76,9 @@ pub const ZERO_TIMEOUT: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::Call,
     syscalls: SYSCALLS,
+    source: &[written(
+        "end_time && !end_time->tv_sec && !end_time->tv_nsec",
+    )],
     decided: Decided::Exit,
 };
 
@@ -85,6 +92,7 @@ pub const WORD_EMPTY: SiteInfo = SiteInfo {
     hint_since: "",
     unit: Unit::FdSetWord,
     syscalls: SYSCALLS,
+    source: &[written("all_bits == 0")],
     decided: Decided::TaskState,
 };
 

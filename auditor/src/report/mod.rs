@@ -10,6 +10,7 @@ use auditor_common::{Counts, Site};
 use serde::Serialize;
 
 use crate::{
+    kernel_src,
     readiness::{self, SiteInfo},
     tally::Tally,
     verdict::{self, Verdict},
@@ -18,31 +19,41 @@ use crate::{
 pub use json::write_json;
 pub use table::{write_markdown, write_sites_table, write_table};
 
-/// The catalogue: every site's declaration, with where the probe decides it.
-pub fn write_sites(format: Format, out: &mut dyn Write) -> std::io::Result<()> {
-    let sites = by_file();
+/// The catalogue: every site's declaration, with where the probe decides it and, given a
+/// kernel tree, the hint that tree carries.
+pub fn write_sites(
+    format: Format,
+    kernel_src: Option<&std::path::Path>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let rows: Vec<SiteRow> = by_file()
+        .into_iter()
+        .map(|info| SiteRow {
+            info,
+            measured_by_probe: info.site.probe_decides(),
+            tree: kernel_src.map(|tree| kernel_src::tree_hint(tree, info)),
+        })
+        .collect();
     match format {
         Format::Json => {
-            #[derive(Serialize)]
-            struct Row {
-                #[serde(flatten)]
-                info: &'static SiteInfo,
-                measured_by_probe: bool,
-            }
-            let rows: Vec<Row> = sites
-                .into_iter()
-                .map(|info| Row {
-                    info,
-                    measured_by_probe: info.site.probe_decides(),
-                })
-                .collect();
             serde_json::to_writer_pretty(&mut *out, &rows)?;
             writeln!(out)
         }
         Format::Table | Format::Markdown => {
-            write_sites_table(&sites, format == Format::Markdown, out)
+            write_sites_table(&rows, format == Format::Markdown, out)
         }
     }
+}
+
+/// One row of the catalogue listing.
+#[derive(Serialize)]
+pub struct SiteRow {
+    #[serde(flatten)]
+    pub info: &'static SiteInfo,
+    pub measured_by_probe: bool,
+    /// The hint a kernel tree carries, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree: Option<kernel_src::TreeHint>,
 }
 
 /// Version of the JSON report layout; bumped on any incompatible change.

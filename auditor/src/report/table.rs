@@ -7,7 +7,8 @@ use tabled::{
     settings::{Alignment, Style, object::Columns},
 };
 
-use super::{Report, SiteReport, percent};
+use super::{Report, SiteReport, SiteRow, percent};
+use crate::kernel_src::TreeHint;
 use crate::readiness::{Hint, SiteInfo};
 
 #[derive(Clone, Copy)]
@@ -42,12 +43,13 @@ fn styled(builder: Builder, flavour: Flavour, numeric: &[usize]) -> String {
 
 /// The catalogue as a table, one row per site.
 pub fn write_sites_table(
-    sites: &[&SiteInfo],
+    rows: &[SiteRow],
     markdown: bool,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    let with_tree = rows.iter().any(|row| row.tree.is_some());
     let mut table = Builder::default();
-    table.push_record([
+    let mut header = vec![
         "site",
         "file",
         "function",
@@ -56,14 +58,19 @@ pub fn write_sites_table(
         "unit",
         "syscalls",
         "probe decides at",
-    ]);
-    for info in sites {
-        let decided = if info.site.probe_decides() {
+    ];
+    if with_tree {
+        header.extend(["tree hint", "tree vs catalogue"]);
+    }
+    table.push_record(header);
+    for row in rows {
+        let info = row.info;
+        let decided = if row.measured_by_probe {
             info.decided.name().to_string()
         } else {
             format!("{} (not yet)", info.decided.name())
         };
-        table.push_record([
+        let mut record = vec![
             info.id.to_string(),
             info.file.to_string(),
             info.function.to_string(),
@@ -72,7 +79,26 @@ pub fn write_sites_table(
             info.unit.name().to_string(),
             info.syscalls.join(", "),
             decided,
-        ]);
+        ];
+        match &row.tree {
+            Some(TreeHint::Found { hint, line }) => {
+                record.push(format!("{} ({}:{line})", hint.name(), info.file));
+                record.push(
+                    if *hint == info.hint {
+                        "same"
+                    } else {
+                        "DIFFERS"
+                    }
+                    .to_string(),
+                );
+            }
+            Some(TreeHint::NotFound { why }) => {
+                record.push("-".to_string());
+                record.push(format!("not found: {why}"));
+            }
+            None => {}
+        }
+        table.push_record(record);
     }
     let flavour = if markdown {
         Flavour::Markdown
