@@ -5,6 +5,7 @@
 //! result. [`trace`] runs a traced session end to end; [`workload`] holds the bundled
 //! workloads with their exact expected counts.
 
+pub mod btf;
 pub mod kernel_src;
 pub mod readiness;
 pub mod report;
