@@ -93,19 +93,16 @@ impl Site {
         }
     }
 
-    /// Whether the probe decides this site. The others need the task's fd table, read
-    /// through BTF, which the probe does not do yet; the report says so for them.
+    /// Whether the probe decides this site. The others (fd allocation, select's fd_set
+    /// words) are not measured yet; the report says so for them.
     pub const fn probe_decides(self) -> bool {
         !matches!(
             self,
-            Site::SelectNClamped
-                | Site::SelectBitmapsOnHeap
-                | Site::SelectWordEmpty
+            Site::SelectWordEmpty
                 | Site::FdBelowMax
                 | Site::FdFastPath
                 | Site::FdTableFull
                 | Site::FdEmfile
-                | Site::FgetTableShared
         )
     }
 }
@@ -239,6 +236,10 @@ pub enum Syscall {
     EpollPwait = 5,
     EpollPwait2 = 6,
     Close = 7,
+    Read = 8,
+    Write = 9,
+    Recvmsg = 10,
+    Sendmsg = 11,
 }
 
 impl Syscall {
@@ -251,6 +252,10 @@ impl Syscall {
         Syscall::EpollPwait,
         Syscall::EpollPwait2,
         Syscall::Close,
+        Syscall::Read,
+        Syscall::Write,
+        Syscall::Recvmsg,
+        Syscall::Sendmsg,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -263,12 +268,16 @@ impl Syscall {
             Syscall::EpollPwait => "epoll_pwait",
             Syscall::EpollPwait2 => "epoll_pwait2",
             Syscall::Close => "close",
+            Syscall::Read => "read",
+            Syscall::Write => "write",
+            Syscall::Recvmsg => "recvmsg",
+            Syscall::Sendmsg => "sendmsg",
         }
     }
 }
 
 /// Number of followed syscalls.
-pub const SYSCALL_COUNT: usize = 8;
+pub const SYSCALL_COUNT: usize = 12;
 
 /// Names of the probe's load-time globals, set by the loader with `override_global`.
 pub mod globals {
@@ -284,6 +293,25 @@ pub mod globals {
     pub const EXEC_TARGET: &str = "EXEC_TARGET";
     /// u32: offset of `child_pid` in the `sched_process_fork` record on this kernel.
     pub const FORK_CHILD_PID_OFFSET: &str = "FORK_CHILD_PID_OFFSET";
+    /// [`crate::TaskOffsets`]: where the task state the probe reads lies in this kernel's
+    /// structs, from its BTF (all zero: unknown, and the sites that need it undecided).
+    pub const TASK_OFFSETS: &str = "TASK_OFFSETS";
+}
+
+/// Offsets (bytes) of the task state the probe reads, from the running kernel's BTF.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskOffsets {
+    /// `task_struct.files`.
+    pub task_files: u32,
+    /// `files_struct.count`.
+    pub files_count: u32,
+    /// `files_struct.fdt`.
+    pub files_fdt: u32,
+    /// `fdtable.max_fds`.
+    pub fdt_max_fds: u32,
+    /// 1 when the offsets above were found.
+    pub known: u32,
 }
 
 /// Names of the probe's maps, as the loader looks them up.
@@ -302,4 +330,6 @@ mod pod {
     unsafe impl aya::Pod for super::Counts {}
     // SAFETY: as above (u32, u32, [u8; 16]: no padding).
     unsafe impl aya::Pod for super::CountKey {}
+    // SAFETY: five u32, no padding.
+    unsafe impl aya::Pod for super::TaskOffsets {}
 }

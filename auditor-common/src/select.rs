@@ -1,7 +1,7 @@
 //! The select family (fs/select.c): branches of `core_sys_select`, `max_select_fd` and
 //! `do_select`, and how an observer tells whether a call got to each.
 
-use crate::{Evaluation, errno, prelude::Prelude, scan_reached};
+use crate::{Evaluation, Reached, errno, prelude::Prelude, scan_reached};
 
 /// `core_sys_select`: `if (unlikely(n < 0)) return -EINVAL;`
 pub const fn n_negative(n: i32) -> bool {
@@ -32,6 +32,36 @@ pub const fn bitmaps_on_heap(clamped_n: u32) -> bool {
 /// `do_select`: `if (all_bits == 0)` — a word of in | out | ex with no fd set is skipped.
 pub const fn word_empty(in_bits: u64, out_bits: u64, ex_bits: u64) -> bool {
     in_bits | out_bits | ex_bits == 0
+}
+
+/// `core_sys_select`'s clamp and heap branches, reached once the `n < 0` branch was not
+/// taken (`after_n`): whether n was cut to `max_fds` (when the observer read it) and whether
+/// the six bitmaps went to the heap; and the n the rest of the call uses, when known.
+pub const fn clamp_evaluations(
+    after_n: Reached,
+    n: i32,
+    max_fds: Option<u32>,
+) -> (Evaluation, Evaluation, Option<u32>) {
+    if self::n_negative(n) {
+        // Either the n < 0 branch or an earlier check failed the call.
+        return (Evaluation::NotReached, Evaluation::NotReached, None);
+    }
+    let clamped = match max_fds {
+        Some(max_fds) => after_n.evaluate(Some(n_clamped(n, max_fds))),
+        None => after_n.evaluate(None),
+    };
+    let used_n = match (clamped, max_fds) {
+        (Evaluation::Taken, Some(max_fds)) => Some(max_fds),
+        (Evaluation::NotTaken, _) => Some(n as u32),
+        _ => None,
+    };
+    // Clamping only lowers n: up to 320 the bitmaps are on the stack either way.
+    let on_heap = match used_n {
+        Some(used_n) => Some(bitmaps_on_heap(used_n)),
+        None if n <= 320 => Some(false),
+        None => None,
+    };
+    (clamped, after_n.evaluate(on_heap), used_n)
 }
 
 /// `do_select`'s walk over the fd_set words: `max_select_fd` gives the highest set fd below
@@ -141,6 +171,35 @@ mod tests {
         assert!(bitmaps_on_heap(321));
         assert_eq!(fds_bytes(320), 40);
         assert_eq!(fds_bytes(321), 48);
+    }
+
+    #[test]
+    fn clamping_from_the_table() {
+        use Evaluation::*;
+        assert_eq!(
+            clamp_evaluations(Reached::Yes, 1000, Some(1024)),
+            (NotTaken, Taken, Some(1000))
+        );
+        assert_eq!(
+            clamp_evaluations(Reached::Yes, 1000, Some(64)),
+            (Taken, NotTaken, Some(64))
+        );
+        assert_eq!(
+            clamp_evaluations(Reached::Yes, 1000, None),
+            (Undecided, Undecided, None)
+        );
+        assert_eq!(
+            clamp_evaluations(Reached::Yes, 300, None),
+            (Undecided, NotTaken, None)
+        );
+        assert_eq!(
+            clamp_evaluations(Reached::No, 1000, Some(64)),
+            (NotReached, NotReached, None)
+        );
+        assert_eq!(
+            clamp_evaluations(Reached::Unknown, 5, Some(64)),
+            (Undecided, Undecided, None)
+        );
     }
 
     #[test]

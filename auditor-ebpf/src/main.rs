@@ -12,10 +12,12 @@
 mod args;
 mod close;
 mod epoll;
+mod fget;
 mod poll;
 mod select;
 mod tally;
 mod target;
+mod task;
 
 use aya_ebpf::{macros::map, maps::HashMap};
 

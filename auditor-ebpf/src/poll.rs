@@ -18,7 +18,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, target};
+use crate::{EXIT_RET, Pending, args, fget, field, stash, take_pending, tally, target};
 
 // Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_{poll,ppoll}/format.
 const ENTER_UFDS: usize = 16;
@@ -124,11 +124,13 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
         Reached::Unknown => {
             tally::record(Site::PollFdNegative, &undecided(nfds));
             tally::record(Site::PollFdNotOpen, &undecided(nfds));
+            fget::record_lookups(u64::from(nfds), Reached::Unknown);
         }
         Reached::Yes => {
             if let Some((negative, not_open)) = walk(pending.arg, nfds) {
                 tally::record(Site::PollFdNegative, &negative);
                 tally::record(Site::PollFdNotOpen, &not_open);
+                fget::record_poll_lookups(&negative, Reached::Yes);
             }
         }
     }

@@ -12,7 +12,7 @@ use auditor_common::{
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, target};
+use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, target, task};
 
 // Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_{select,pselect6}/format.
 const ENTER_N: usize = 16;
@@ -71,7 +71,8 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
     }
     let pending = Pending {
         arg: field(ctx, ENTER_N),
-        count: 0,
+        // core_sys_select reads max_fds once, at its start; 0: unreadable.
+        count: task::max_fds().unwrap_or(0),
         prelude: prelude as u32,
         timeout: timeout as u32,
         _pad: 0,
@@ -98,9 +99,13 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
     let timeout = Timeout::from_u32(pending.timeout);
     // In the kernel's order, each branch gated by the one before it.
     let n_negative = select::n_negative_evaluation(n, prelude, ret);
+    let max_fds = (pending.count != 0).then_some(pending.count);
+    let (clamped, on_heap, _) = select::clamp_evaluations(select::after(n_negative), n, max_fds);
     let fd_not_open = select::fd_not_open_evaluation(n, n_negative, ret);
     let zero_timeout = select::zero_timeout_evaluation(fd_not_open, timeout.is_zero());
     tally::record_one(Site::SelectNNegative, n_negative);
+    tally::record_one(Site::SelectNClamped, clamped);
+    tally::record_one(Site::SelectBitmapsOnHeap, on_heap);
     tally::record_one(Site::SelectFdNotOpen, fd_not_open);
     tally::record_one(Site::SelectZeroTimeout, zero_timeout);
     tally::call(syscall);

@@ -139,7 +139,8 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
         session.elapsed,
         &session.tally,
         auditor::source::ebpf::decides,
-    );
+    )
+    .with_notes(session.notes);
     let format = args.format.into();
     let mut stdout = std::io::stdout().lock();
     report

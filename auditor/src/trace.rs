@@ -61,6 +61,8 @@ pub struct Session {
     /// The started command's pid and how it ended, if it ended while traced.
     pub command_pid: Option<u32>,
     pub command_status: Option<WaitStatus>,
+    /// What the source says about its own view (e.g. task state it cannot read).
+    pub notes: Vec<String>,
 }
 
 /// The signal that asked the session to stop, 0 while none did.
@@ -299,5 +301,6 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         description,
         command_pid: child.map(|c| c.as_raw() as u32),
         command_status,
+        notes: probe.notes(),
     })
 }

@@ -114,6 +114,8 @@ pub struct Task {
     pub nofile: u64,
     /// `sysctl_nr_open`: the table never grows past it.
     pub nr_open: u32,
+    /// `files->count > 1`: other tasks (threads, CLONE_FILES) share the table.
+    pub shared: bool,
 }
 
 /// `NR_OPEN_DEFAULT`: the table embedded in `files_struct`.
@@ -129,6 +131,7 @@ impl Task {
             open: vec![0; 1],
             nofile,
             nr_open: 1 << 20,
+            shared: false,
         };
         while task.max_fds < count {
             task.grow(task.max_fds);
@@ -239,13 +242,28 @@ impl Task {
         self.set_open(new);
     }
 
-    /// The child's table after fork (`dup_fd`): the same open fds, next_fd at 0.
+    /// The child's table after fork (`dup_fd`): the same open fds, next_fd at 0, its own.
     pub fn fork(&self) -> Task {
         Task {
             next_fd: 0,
+            shared: false,
             ..self.clone()
         }
     }
+}
+
+/// `__fget_light` for `lookups` fds of a task whose table may be unknown; `made`: whether
+/// the lookups were made (None: unknown).
+pub fn fget(recorder: &mut Recorder, task: Option<&Task>, lookups: u64, made: Option<bool>) {
+    let files_count = task.map(|task| if task.shared { 2 } else { 1 });
+    let evaluation = match made {
+        Some(false) => Evaluation::NotReached,
+        Some(true) => files_count.map_or(Evaluation::Undecided, |count| {
+            Evaluation::from_taken(fd::table_shared(count))
+        }),
+        None => Evaluation::Undecided,
+    };
+    unlikely!(recorder, TABLE_SHARED, evaluation, lookups);
 }
 
 #[cfg(test)]

@@ -6,7 +6,11 @@ use auditor_common::{
     prelude::{Prelude, Timeout},
 };
 
-use super::{Decided, Hint, Recorder, SiteInfo, Unit, branch, unlikely, written, written_negated};
+use super::{
+    Decided, Hint, Recorder, SiteInfo, Unit, branch,
+    fd::{self, Task},
+    unlikely, written, written_negated,
+};
 
 const SYSCALLS: &[&str] = &["poll", "ppoll"];
 
@@ -103,7 +107,7 @@ pub struct PollCall {
 
 /// Runs one call through the model, recording every catalogued branch it evaluates (one
 /// scan of the entries per call).
-pub fn poll(recorder: &mut Recorder, call: &PollCall) {
+pub fn poll(recorder: &mut Recorder, task: Option<&Task>, call: &PollCall) {
     let over_rlimit = branch!(
         recorder,
         NFDS_OVER_RLIMIT,
@@ -126,6 +130,7 @@ pub fn poll(recorder: &mut Recorder, call: &PollCall) {
             for entry in entries {
                 let negative = Evaluation::from_taken(poll::fd_negative(entry.fd));
                 if unlikely!(recorder, FD_NEGATIVE, negative) == Evaluation::NotTaken {
+                    fd::fget(recorder, task, 1, Some(true));
                     let not_open = Evaluation::from_taken(poll::fd_not_open(entry.revents));
                     branch!(recorder, FD_NOT_OPEN, not_open);
                 }
@@ -135,6 +140,7 @@ pub fn poll(recorder: &mut Recorder, call: &PollCall) {
             let entries = u64::from(call.nfds);
             unlikely!(recorder, FD_NEGATIVE, Evaluation::Undecided, entries);
             branch!(recorder, FD_NOT_OPEN, Evaluation::Undecided, entries);
+            fd::fget(recorder, task, entries, None);
         }
     }
 }
@@ -164,7 +170,7 @@ mod tests {
             entries: Some(entries),
             ret: 2,
         };
-        poll(&mut recorder, &call);
+        poll(&mut recorder, Some(&Task::with_open_fds(100, 1024)), &call);
         assert_eq!(
             recorder.counts(Site::PollNfdsOverRlimit),
             Counts::new(0, 1, 0)
@@ -176,6 +182,7 @@ mod tests {
         assert_eq!(recorder.counts(Site::PollZeroTimeout), Counts::new(1, 0, 0));
         assert_eq!(recorder.counts(Site::PollFdNegative), Counts::new(1, 2, 0));
         assert_eq!(recorder.counts(Site::PollFdNotOpen), Counts::new(1, 1, 0));
+        assert_eq!(recorder.counts(Site::FgetTableShared), Counts::new(0, 2, 0));
     }
 
     #[test]
@@ -188,7 +195,7 @@ mod tests {
             entries: None,
             ret: -errno::EINVAL,
         };
-        poll(&mut recorder, &call);
+        poll(&mut recorder, Some(&Task::with_open_fds(100, 1024)), &call);
         assert_eq!(
             recorder.counts(Site::PollNfdsOverRlimit),
             Counts::new(1, 0, 0)

@@ -116,22 +116,9 @@ pub fn select(recorder: &mut Recorder, task: Option<&Task>, call: &SelectCall) {
         select::n_negative_evaluation(call.n, call.prelude, call.ret)
     );
     let after_n = select::after(n_negative);
-    let max_fds = task.map(|t| t.max_fds);
-    let clamped = branch!(
-        recorder,
-        N_CLAMPED,
-        after_n.evaluate(max_fds.map(|max| select::n_clamped(call.n, max)))
-    );
-    let n = match clamped {
-        Evaluation::Taken => max_fds,
-        Evaluation::NotTaken => Some(call.n as u32),
-        _ => None,
-    };
-    // Clamping only lowers n: up to 320 the bitmaps are on the stack either way.
-    let on_heap = n
-        .map(select::bitmaps_on_heap)
-        .or((call.n <= 320).then_some(false));
-    branch!(recorder, BITMAPS_ON_HEAP, after_n.evaluate(on_heap));
+    let (clamped, on_heap, n) = select::clamp_evaluations(after_n, call.n, task.map(|t| t.max_fds));
+    branch!(recorder, N_CLAMPED, clamped);
+    branch!(recorder, BITMAPS_ON_HEAP, on_heap);
     let fd_not_open = branch!(
         recorder,
         FD_NOT_OPEN,

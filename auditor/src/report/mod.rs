@@ -176,6 +176,12 @@ impl Report {
         }
     }
 
+    /// Adds the source's own notes (first: they qualify everything below them).
+    pub fn with_notes(mut self, notes: Vec<String>) -> Report {
+        self.notes.splice(0..0, notes);
+        self
+    }
+
     pub fn site(&self, site: Site) -> &SiteReport {
         self.sites
             .iter()
@@ -214,7 +220,7 @@ fn notes(tally: &Tally, sites: &[SiteReport]) -> Vec<String> {
         .collect();
     if !unmeasured.is_empty() {
         notes.push(format!(
-            "Not measured by this source yet (they need the task's fd table): {}.",
+            "Not measured by this source yet: {}.",
             unmeasured.join(", ")
         ));
     }

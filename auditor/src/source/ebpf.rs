@@ -3,7 +3,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
-use auditor_common::{COMM_LEN, CountKey, Counts, Site, Syscall, globals, maps};
+use auditor_common::{COMM_LEN, CountKey, Counts, Site, Syscall, TaskOffsets, globals, maps};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap},
@@ -12,6 +12,7 @@ use aya::{
 
 use crate::{
     Error,
+    btf::{self, Btf},
     tally::{Process, Tally},
     tracefs,
 };
@@ -21,7 +22,7 @@ use crate::{
 static PROBE_ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/auditor-probe"));
 
 /// Every program of the probe and the tracepoint it attaches to.
-const PROGRAMS: [(&str, &str, &str); 17] = [
+const PROGRAMS: [(&str, &str, &str); 21] = [
     ("process_fork", "sched", "sched_process_fork"),
     ("process_exec", "sched", "sched_process_exec"),
     ("select_enter", "syscalls", "sys_enter_select"),
@@ -39,7 +40,25 @@ const PROGRAMS: [(&str, &str, &str); 17] = [
     ("epoll_pwait2_enter", "syscalls", "sys_enter_epoll_pwait2"),
     ("epoll_pwait2_exit", "syscalls", "sys_exit_epoll_pwait2"),
     ("close_exit", "syscalls", "sys_exit_close"),
+    ("read_enter", "syscalls", "sys_enter_read"),
+    ("write_enter", "syscalls", "sys_enter_write"),
+    ("recvmsg_enter", "syscalls", "sys_enter_recvmsg"),
+    ("sendmsg_enter", "syscalls", "sys_enter_sendmsg"),
 ];
+
+/// Where the task state the probe reads lies in the running kernel's structs.
+fn task_offsets() -> Result<TaskOffsets, String> {
+    let btf = Btf::from_sys_fs().map_err(|e| format!("cannot read {}: {e}", btf::VMLINUX))?;
+    let offset =
+        |name: &str, member: &str| btf.member_offset(name, member).map_err(|e| e.to_string());
+    Ok(TaskOffsets {
+        task_files: offset("task_struct", "files")?,
+        files_count: offset("files_struct", "count")?,
+        files_fdt: offset("files_struct", "fdt")?,
+        fdt_max_fds: offset("fdtable", "max_fds")?,
+        known: 1,
+    })
+}
 
 /// Whether the probe decides `site` (the report marks the others as not measured).
 pub fn decides(site: auditor_common::Site) -> bool {
@@ -112,6 +131,8 @@ fn log_tail(log: &str, lines: usize) -> String {
 pub struct Probe {
     ebpf: Ebpf,
     links: Vec<(&'static str, TracePointLinkId)>,
+    /// Why the task state cannot be read on this kernel, if it cannot.
+    task_state_error: Option<String>,
 }
 
 impl Probe {
@@ -134,6 +155,10 @@ impl Probe {
         let follow_forks = flag(filter.follow_forks);
         let exec_target = filter.exec_target.unwrap_or(0);
         let fork_offset = u32::try_from(fork_child_pid).map_err(|e| Error::Probe(e.to_string()))?;
+        let (task_offsets, task_state_error) = match task_offsets() {
+            Ok(offsets) => (offsets, None),
+            Err(why) => (TaskOffsets::default(), Some(why)),
+        };
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::AUDITOR_PID, &auditor_pid, true)
             .override_global(globals::TRACE_ALL, &trace_all, true)
@@ -141,6 +166,7 @@ impl Probe {
             .override_global(globals::FOLLOW_FORKS, &follow_forks, true)
             .override_global(globals::EXEC_TARGET, &exec_target, true)
             .override_global(globals::FORK_CHILD_PID_OFFSET, &fork_offset, true)
+            .override_global(globals::TASK_OFFSETS, &task_offsets, true)
             .load(PROBE_ELF)
             .map_err(|e| Error::Probe(format!("loading the probe: {e}")))?;
 
@@ -199,7 +225,24 @@ impl Probe {
             })?;
             links.push((name, link));
         }
-        Ok(Probe { ebpf, links })
+        Ok(Probe {
+            ebpf,
+            links,
+            task_state_error,
+        })
+    }
+
+    /// What the report must say about this probe's view of the kernel.
+    pub fn notes(&self) -> Vec<String> {
+        self.task_state_error
+            .iter()
+            .map(|why| {
+                format!(
+                    "The task's fd table cannot be read on this kernel ({why}): the sites that \
+                     depend on it are counted as unreadable."
+                )
+            })
+            .collect()
     }
 
     /// Detaches every program: counts stop changing.

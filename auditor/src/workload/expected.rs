@@ -3,7 +3,7 @@
 
 use auditor_common::{Counts, SITE_COUNT, SYSCALL_COUNT, Site, Syscall};
 
-use super::Step;
+use super::{Layout, Step};
 
 /// Expected counts of one process of a workload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,7 +36,24 @@ impl Expected {
         }
     }
 
-    fn step(&mut self, step: &Step) {
+    /// `core_sys_select` cuts n to max_fds, and puts the bitmaps of more than 320 fds (6
+    /// bitmaps of more than 5 longs) on the heap.
+    fn clamp(&mut self, calls: u64, n: i32, layout: &Layout) {
+        let max_fds = i64::from(layout.max_fds());
+        self.all(Site::SelectNClamped, calls, i64::from(n) > max_fds);
+        self.all(
+            Site::SelectBitmapsOnHeap,
+            calls,
+            i64::from(n).min(max_fds) > 320,
+        );
+    }
+
+    /// `count` fd lookups, on a table that other threads share when `shared`.
+    fn lookups(&mut self, count: u64, shared: bool) {
+        self.all(Site::FgetTableShared, count, shared);
+    }
+
+    fn step(&mut self, step: &Step, layout: &Layout, shared: bool) {
         match *step {
             Step::Select {
                 syscall,
@@ -49,6 +66,7 @@ impl Expected {
                 // n < 0 fails at once; otherwise every fd is open and the call returns.
                 self.all(Site::SelectNNegative, calls, n < 0);
                 if n >= 0 {
+                    self.clamp(calls, n, layout);
                     self.all(Site::SelectFdNotOpen, calls, false);
                     self.all(Site::SelectZeroTimeout, calls, timeout_ms == 0);
                 }
@@ -59,14 +77,21 @@ impl Expected {
                 // EFAULT from the timeout copy: whether core_sys_select ran is unknown.
                 self.add(Site::SelectNNegative, 0, 0, calls);
                 if n >= 0 {
-                    self.add(Site::SelectFdNotOpen, 0, 0, calls);
-                    self.add(Site::SelectZeroTimeout, 0, 0, calls);
+                    for site in [
+                        Site::SelectNClamped,
+                        Site::SelectBitmapsOnHeap,
+                        Site::SelectFdNotOpen,
+                        Site::SelectZeroTimeout,
+                    ] {
+                        self.add(site, 0, 0, calls);
+                    }
                 }
             }
             Step::SelectBadFd { calls } => {
                 let calls = u64::from(calls);
                 self.calls[Syscall::Select as usize] += calls;
                 self.all(Site::SelectNNegative, calls, false);
+                self.clamp(calls, layout.not_open() + 1, layout);
                 self.all(Site::SelectFdNotOpen, calls, true);
             }
             Step::Poll {
@@ -99,6 +124,7 @@ impl Expected {
                     (looked_up - not_open) * calls,
                     0,
                 );
+                self.lookups(looked_up * calls, shared);
             }
             Step::PollFault { calls, nfds } => {
                 let calls = u64::from(calls);
@@ -112,6 +138,7 @@ impl Expected {
                 let entries = u64::from(nfds) * calls;
                 self.add(Site::PollFdNegative, 0, 0, entries);
                 self.add(Site::PollFdNotOpen, 0, 0, entries);
+                self.add(Site::FgetTableShared, 0, 0, entries);
             }
             Step::PollOverLimit { calls } => {
                 let calls = u64::from(calls);
@@ -141,7 +168,12 @@ impl Expected {
                 // A close of fd -1 fails with EBADF before the branch.
                 self.all(Site::CloseOk, u64::from(ok), true);
             }
-            Step::Fork | Step::Thread | Step::Wait | Step::Sleep { .. } => {}
+            Step::Wait => {
+                // One read of the line on stdin.
+                self.calls[Syscall::Read as usize] += 1;
+                self.lookups(1, shared);
+            }
+            Step::Fork | Step::Thread | Step::Sleep { .. } => {}
         }
     }
 }
@@ -149,12 +181,22 @@ impl Expected {
 /// What each process of the workload must count: index 0 is the process started, index i
 /// the child created by the i-th `fork`.
 pub fn expected(steps: &[Step]) -> Vec<Expected> {
+    let layout = Layout::of(steps);
     let mut processes = vec![Expected::default()];
+    // After `thread`, the steps run in a second thread sharing the fd table; a forked
+    // child has a table of its own.
+    let mut shared = false;
     for step in steps {
-        if *step == Step::Fork {
-            processes.push(Expected::default());
-        } else {
-            processes.last_mut().expect("never empty").step(step);
+        match step {
+            Step::Fork => {
+                processes.push(Expected::default());
+                shared = false;
+            }
+            Step::Thread => shared = true,
+            step => processes
+                .last_mut()
+                .expect("never empty")
+                .step(step, &layout, shared),
         }
     }
     processes
@@ -192,6 +234,27 @@ mod tests {
         assert_eq!(expected[0].calls(Syscall::Select), 3);
         assert_eq!(expected[1].calls(Syscall::Poll), 2);
         assert_eq!(expected[1].calls(Syscall::Select), 0);
+    }
+
+    #[test]
+    fn threads_share_the_table() {
+        let expected = expected(&parse("poll:1:4:1 thread poll:2:4:0 wait").unwrap());
+        assert_eq!(
+            expected[0].site(Site::FgetTableShared),
+            Counts::new(9, 3, 0)
+        );
+        assert_eq!(expected[0].calls(Syscall::Read), 1);
+    }
+
+    #[test]
+    fn the_layout_follows_the_steps() {
+        let layout = Layout::of(&parse("select:1:1000 epoll_wait:1:1").unwrap());
+        assert_eq!(
+            (layout.highest_fd(), layout.not_open(), layout.max_fds()),
+            (1002, 1003, 1024)
+        );
+        let layout = Layout::of(&parse("poll:1:8:0").unwrap());
+        assert_eq!((layout.highest_fd(), layout.max_fds()), (64, 128));
     }
 
     #[test]

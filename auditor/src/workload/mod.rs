@@ -20,6 +20,8 @@
 //! - `thread`: the steps after it run in a new thread, which the main thread joins.
 //! - `wait`: read a line from stdin first (lets a test attach to a running process).
 //! - `sleep:MS`: sleep MS milliseconds.
+//!
+//! The fds it uses are laid out by [`Layout`], the same for every run of the same steps.
 
 mod expected;
 mod run;
@@ -316,6 +318,44 @@ impl fmt::Display for Step {
             Step::Wait => f.write_str("wait"),
             Step::Sleep { millis } => write!(f, "sleep:{millis}"),
         }
+    }
+}
+
+/// The fds a workload holds: 3..=`highest_pool_fd` on /dev/null, then, when a step waits
+/// on epoll, an eventfd and an epoll fd just above them. Fds 0-2 are inherited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub highest_pool_fd: i32,
+    pub epoll: bool,
+}
+
+impl Layout {
+    pub fn of(steps: &[Step]) -> Layout {
+        let needed = steps.iter().map(|step| match *step {
+            // A select of n names fds 3..n.
+            Step::Select { n, .. } => n,
+            _ => 0,
+        });
+        Layout {
+            // Poll entries cycle through at least 62 fds.
+            highest_pool_fd: needed.max().unwrap_or(0).max(64),
+            epoll: steps.iter().any(|s| matches!(s, Step::Epoll { .. })),
+        }
+    }
+
+    pub fn highest_fd(&self) -> i32 {
+        self.highest_pool_fd + if self.epoll { 2 } else { 0 }
+    }
+
+    /// The first fd number that is not open.
+    pub fn not_open(&self) -> i32 {
+        self.highest_fd() + 1
+    }
+
+    /// `max_fds` of the fd table: it starts at 64 and grows to the smallest power of two
+    /// above the highest fd.
+    pub fn max_fds(&self) -> u32 {
+        (self.highest_fd() as u32 + 1).next_power_of_two().max(64)
     }
 }
 

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use anyhow::{Context, bail, ensure};
 use auditor_common::Syscall;
 
-use super::Step;
+use super::{Layout, Step};
 
 /// An address below `vm.mmap_min_addr`: never mapped.
 const UNMAPPED: usize = 0x10;
@@ -15,7 +15,7 @@ const UNMAPPED: usize = 0x10;
 /// Runs the steps in this process.
 pub fn run(steps: &[Step]) -> anyhow::Result<()> {
     raise_nofile_limit(nofile_needed(steps))?;
-    let fds = Fds::open(pool_size(steps), steps).context("cannot open the workload's fds")?;
+    let fds = Fds::open(&Layout::of(steps)).context("cannot open the workload's fds")?;
     run_steps(&fds, steps)
 }
 
@@ -120,29 +120,14 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Highest fd the steps need open, plus one.
-fn pool_size(steps: &[Step]) -> usize {
-    steps
-        .iter()
-        .map(|step| match *step {
-            Step::Select { n, .. } => n.max(0) as usize,
-            // Poll entries cycle through a pool; 64 fds are plenty.
-            _ => 64,
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 /// The RLIMIT_NOFILE the steps need: the kernel refuses a poll of more entries.
 fn nofile_needed(steps: &[Step]) -> u64 {
     let largest_poll = steps.iter().map(|step| match *step {
         Step::Poll { nfds, .. } => u64::from(nfds),
         _ => 0,
     });
-    largest_poll
-        .max()
-        .unwrap_or(0)
-        .max(pool_size(steps) as u64 + 64)
+    let highest = Layout::of(steps).highest_fd() as u64;
+    largest_poll.max().unwrap_or(0).max(highest + 64)
 }
 
 /// Raises the soft RLIMIT_NOFILE to `want`, as far as the hard limit allows.
@@ -155,10 +140,8 @@ fn raise_nofile_limit(want: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The fds the steps use: fds 3.. up to a limit on /dev/null (always readable, so calls
-/// return without sleeping), an fd number just past them that is not open, and an epoll fd
-/// with one ready eventfd when a step waits on it. None is ever closed: the process ends
-/// with them, so the only closes are those of `close` steps.
+/// The fds of [`Layout`], opened. None is ever closed: the process ends with them, so the
+/// only closes are those of `close` steps.
 struct Fds {
     pool: Vec<RawFd>,
     not_open: RawFd,
@@ -166,26 +149,24 @@ struct Fds {
 }
 
 impl Fds {
-    fn open(limit: usize, steps: &[Step]) -> anyhow::Result<Fds> {
-        let mut pool = Vec::new();
-        loop {
-            let fd = std::fs::File::open("/dev/null")?.into_raw_fd();
-            pool.push(fd);
-            if fd as usize >= limit {
-                break;
+    fn open(layout: &Layout) -> anyhow::Result<Fds> {
+        // dup2 places every fd exactly, whatever the workload inherited, and does not go
+        // through fd allocation.
+        let null = std::fs::File::open("/dev/null")?.into_raw_fd();
+        for fd in 3..=layout.highest_pool_fd {
+            if fd != null {
+                // SAFETY: dup2 onto an fd number this process owns from now on.
+                ensure!(unsafe { libc::dup2(null, fd) } == fd, "dup2 to {fd} failed");
             }
         }
-        let epoll = steps
-            .iter()
-            .any(|s| matches!(s, Step::Epoll { .. }))
-            .then(ready_epoll)
-            .transpose()?;
-        // Past every fd opened so far (the epoll fd is the highest, after its eventfd).
-        let highest = pool.iter().copied().chain(epoll).max();
-        let not_open = highest.unwrap_or(2) + 1;
+        let epoll = layout.epoll.then(ready_epoll).transpose()?;
+        ensure!(
+            epoll.is_none_or(|fd| fd == layout.highest_fd()),
+            "the epoll fd is not where the layout puts it"
+        );
         Ok(Fds {
-            pool,
-            not_open,
+            pool: (3..=layout.highest_pool_fd).collect(),
+            not_open: layout.not_open(),
             epoll,
         })
     }

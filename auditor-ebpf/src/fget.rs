@@ -1,0 +1,54 @@
+//! `__fget_light`'s shared-table arm (`files->count > 1`), once per fd lookup: one for each
+//! read, write, recvmsg and sendmsg, one for each non-negative pollfd entry of a scan.
+
+use auditor_common::{Counts, Reached, Site, Syscall, fd};
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+
+use crate::{tally, target, task};
+
+/// Records `lookups` fd lookups made if `reached`, with the table as it is now.
+pub fn record_lookups(lookups: u64, reached: Reached) {
+    let shared = task::files_count().map(fd::table_shared);
+    let mut counts = Counts::ZERO;
+    counts.record(reached.evaluate(shared), lookups);
+    tally::record(Site::FgetTableShared, &counts);
+}
+
+/// A syscall that looks its one fd up first thing.
+fn single_lookup(syscall: Syscall) {
+    if target::is_traced() {
+        record_lookups(1, Reached::Yes);
+        tally::call(syscall);
+    }
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_read")]
+pub fn read_enter(_ctx: TracePointContext) -> u32 {
+    single_lookup(Syscall::Read);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_write")]
+pub fn write_enter(_ctx: TracePointContext) -> u32 {
+    single_lookup(Syscall::Write);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_recvmsg")]
+pub fn recvmsg_enter(_ctx: TracePointContext) -> u32 {
+    single_lookup(Syscall::Recvmsg);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_sendmsg")]
+pub fn sendmsg_enter(_ctx: TracePointContext) -> u32 {
+    single_lookup(Syscall::Sendmsg);
+    0
+}
+
+/// Lookups of a poll scan: every entry `do_pollfd` did not skip as negative.
+pub fn record_poll_lookups(fd_negative: &Counts, reached: Reached) {
+    record_lookups(fd_negative.not_taken, reached);
+    // Entries whose fd could not be read may have been looked up.
+    record_lookups(fd_negative.unreadable, Reached::Unknown);
+}
