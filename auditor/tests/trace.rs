@@ -94,13 +94,14 @@ fn poll_arrays_of_every_size_are_counted_whole() {
     );
 }
 
-/// select.n_negative, select.fd_not_open and select.zero_timeout, both ways each, and
-/// calls that cannot be decided.
+/// select.n_negative, select.n_clamped, select.bitmaps_on_heap, select.fd_not_open and
+/// select.zero_timeout, both ways each, and calls that cannot be decided.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn select_sites_both_ways() {
     assert_workload_exact(
         "select:4:-1 select:3:70 select:2:70:-1 pselect6:5:70:5 pselect6:1:-1 \
+         select:2:5000:0:100 pselect6:1:400 \
                  select-ebadf:6 select-efault:2:9 select-efault:1:-1",
     );
 }
@@ -124,6 +125,13 @@ fn epoll_sites_both_ways() {
         "epoll_wait:3:4 epoll_pwait:2:1:-1 epoll_pwait2:2:8:5 epoll_pwait2:1:2 \
                  epoll_wait:2:0 epoll_pwait:1:-3 epoll-ebadf:3",
     );
+}
+
+/// fget.table_shared: lookups on a table of its own, then from a second thread.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn fget_table_shared_both_ways() {
+    assert_workload_exact("poll:3:8:2 ppoll:1:5:0 thread poll:2:8:0:3 ppoll:1:4:4");
 }
 
 /// close.ok: closes that succeed, and closes of fds that are not open (EBADF, before the

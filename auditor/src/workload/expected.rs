@@ -60,6 +60,7 @@ impl Expected {
                 calls,
                 n,
                 timeout_ms,
+                ..
             } => {
                 let calls = u64::from(calls);
                 self.calls[syscall as usize] += calls;

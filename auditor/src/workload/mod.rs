@@ -5,7 +5,8 @@
 //! A workload is a list of steps. TIMEOUT_MS is 0 when left out, and negative means none
 //! (NULL); fds polled or selected are open (on /dev/null, so always readable) unless a
 //! step says otherwise.
-//! - `select:CALLS:N[:TIMEOUT_MS]`, `pselect6:…`: calls with `n`; the read set holds fds 3..n.
+//! - `select:CALLS:N[:TIMEOUT_MS[:FDS]]`, `pselect6:…`: calls with `n`; the read set holds
+//!   fds 3..min(N, FDS) (FDS defaults to N; a smaller one lets N exceed the fd table).
 //! - `select-efault:CALLS:N`: selects whose timeout is unmapped (EFAULT, undecidable).
 //! - `select-ebadf:CALLS`: selects naming an fd that is not open (EBADF).
 //! - `poll:CALLS:NFDS:NEGATIVE[:NOTOPEN[:TIMEOUT_MS]]`, `ppoll:…`: calls of NFDS entries,
@@ -56,6 +57,8 @@ pub enum Step {
         calls: u32,
         n: i32,
         timeout_ms: i32,
+        /// The read set holds fds 3..min(n, fds).
+        fds: i32,
     },
     SelectFault {
         calls: u32,
@@ -156,7 +159,8 @@ impl FromStr for Step {
         };
         let step = match kind {
             "select" | "pselect6" => {
-                f.at_most(3)?;
+                f.at_most(4)?;
+                let n: i32 = f.number(1, "N", None)?;
                 Step::Select {
                     syscall: if kind == "select" {
                         Syscall::Select
@@ -164,8 +168,9 @@ impl FromStr for Step {
                         Syscall::Pselect6
                     },
                     calls: f.number(0, "CALLS", None)?,
-                    n: f.number(1, "N", None)?,
+                    n,
                     timeout_ms: f.number(2, "TIMEOUT_MS", Some(0))?,
+                    fds: f.number(3, "FDS", Some(n))?,
                 }
             }
             "select-efault" => {
@@ -277,8 +282,14 @@ impl fmt::Display for Step {
                 calls,
                 n,
                 timeout_ms,
+                fds,
             } => {
-                write!(f, "{}:{calls}:{n}{}", syscall.name(), timeout(timeout_ms))
+                write!(f, "{}:{calls}:{n}", syscall.name())?;
+                if fds != n {
+                    write!(f, ":{timeout_ms}:{fds}")
+                } else {
+                    f.write_str(&timeout(timeout_ms))
+                }
             }
             Step::SelectFault { calls, n } => write!(f, "select-efault:{calls}:{n}"),
             Step::SelectBadFd { calls } => write!(f, "select-ebadf:{calls}"),
@@ -332,8 +343,8 @@ pub struct Layout {
 impl Layout {
     pub fn of(steps: &[Step]) -> Layout {
         let needed = steps.iter().map(|step| match *step {
-            // A select of n names fds 3..n.
-            Step::Select { n, .. } => n,
+            // A select names fds 3..min(n, fds).
+            Step::Select { n, fds, .. } => n.min(fds),
             _ => 0,
         });
         Layout {
@@ -395,7 +406,7 @@ mod tests {
 
     #[test]
     fn steps_round_trip() {
-        let text = "select:3:-1 pselect6:2:9:5 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
+        let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
                     epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
                     close:3:1 fork thread wait sleep:5";

@@ -27,7 +27,8 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
                 calls,
                 n,
                 timeout_ms,
-            } => run_select(fds, syscall, calls, n, timeout_ms),
+                fds: set_below,
+            } => run_select(fds, syscall, calls, n, timeout_ms, set_below),
             Step::SelectFault { calls, n } => repeat(calls, Some(libc::EFAULT), || {
                 let null = std::ptr::null_mut::<libc::c_void>();
                 // SAFETY: the kernel checks the timeout address and fails with EFAULT.
@@ -223,11 +224,12 @@ fn run_select(
     calls: u32,
     n: i32,
     timeout_ms: i32,
+    set_below: i32,
 ) -> anyhow::Result<()> {
     let words = (n.max(0) as usize).div_ceil(64);
     let mut template = vec![0u64; words.max(1)];
     for &fd in &fds.pool {
-        if fd < n {
+        if fd < n.min(set_below) {
             template[fd as usize / 64] |= 1 << (fd % 64);
         }
     }
