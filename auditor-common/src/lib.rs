@@ -93,16 +93,12 @@ impl Site {
         }
     }
 
-    /// Whether the probe decides this site. The others (fd allocation, select's fd_set
-    /// words) are not measured yet; the report says so for them.
+    /// Whether the probe decides this site. The others (fd allocation) are not measured
+    /// yet; the report says so for them.
     pub const fn probe_decides(self) -> bool {
         !matches!(
             self,
-            Site::SelectWordEmpty
-                | Site::FdBelowMax
-                | Site::FdFastPath
-                | Site::FdTableFull
-                | Site::FdEmfile
+            Site::FdBelowMax | Site::FdFastPath | Site::FdTableFull | Site::FdEmfile
         )
     }
 }

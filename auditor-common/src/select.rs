@@ -1,7 +1,7 @@
 //! The select family (fs/select.c): branches of `core_sys_select`, `max_select_fd` and
 //! `do_select`, and how an observer tells whether a call got to each.
 
-use crate::{Evaluation, Reached, errno, prelude::Prelude, scan_reached};
+use crate::{Counts, Evaluation, Reached, errno, prelude::Prelude, scan_reached};
 
 /// `core_sys_select`: `if (unlikely(n < 0)) return -EINVAL;`
 pub const fn n_negative(n: i32) -> bool {
@@ -64,28 +64,95 @@ pub const fn clamp_evaluations(
     (clamped, after_n.evaluate(on_heap), used_n)
 }
 
-/// `do_select`'s walk over the fd_set words: `max_select_fd` gives the highest set fd below
-/// `n` plus one, and the loop evaluates `all_bits == 0` for every word up to it. `words`
-/// holds in | out | ex per word for the first `n` fds. Returns (empty, non-empty) words.
-pub fn scan_words(words: &[u64], n: u32) -> (u64, u64) {
-    let full = (n / 64) as usize;
-    let partial = n % 64;
-    let masked = |i: usize| {
-        let word = words.get(i).copied().unwrap_or(0);
-        if i == full {
-            word & !(u64::MAX << partial)
+/// `do_select`'s walk over the fd_set words, fed one word (in | out | ex, the last one
+/// masked to n) at a time: `max_select_fd` ends the walk at the highest set fd, the loop
+/// evaluates `all_bits == 0` for every word up to it and looks up every set fd.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetScan {
+    /// Words pushed so far.
+    pub pushed: u32,
+    /// Words the walk reaches: up to the last one with a set fd.
+    pub scanned: u32,
+    /// Empty words among those.
+    pub empty: u32,
+    /// Set fds: one `fdget` each.
+    pub lookups: u32,
+    /// Empty words since the last non-empty one (scanned only if another follows).
+    pub pending_empty: u32,
+}
+
+impl SetScan {
+    pub fn push(&mut self, word: u64) {
+        self.pushed += 1;
+        if word_empty(word, 0, 0) {
+            self.pending_empty += 1;
         } else {
-            word
+            self.empty += self.pending_empty;
+            self.pending_empty = 0;
+            self.scanned = self.pushed;
+            self.lookups += word.count_ones();
         }
-    };
-    let last = (0..full + usize::from(partial > 0))
-        .rev()
-        .find(|&i| masked(i) != 0);
-    let Some(last) = last else {
-        return (0, 0);
-    };
-    let empty = (0..last).filter(|&i| word_empty(words[i], 0, 0)).count() as u64;
-    (empty, last as u64 + 1 - empty)
+    }
+
+    /// Mask of the fds below `n` in the word that holds fd `n - 1`.
+    pub const fn last_word_mask(n: u32) -> u64 {
+        match n % 64 {
+            0 => u64::MAX,
+            bits => !(u64::MAX << bits),
+        }
+    }
+
+    /// Words of a call with `n` fds (after clamping).
+    pub const fn words(n: u32) -> u32 {
+        n.div_ceil(64)
+    }
+}
+
+/// The walk over `words` (in | out | ex per word) for a call with `n` fds.
+pub fn scan_words(words: &[u64], n: u32) -> SetScan {
+    let mut scan = SetScan::default();
+    let count = SetScan::words(n) as usize;
+    for i in 0..count {
+        let word = words.get(i).copied().unwrap_or(0);
+        let mask = if i + 1 == count {
+            SetScan::last_word_mask(n)
+        } else {
+            u64::MAX
+        };
+        scan.push(word & mask);
+    }
+    scan
+}
+
+/// The counts of `do_select`'s walk for one call: `select.word_empty` (per word) and
+/// `fget.table_shared` (per set fd; `shared`: whether the table is shared, if known). The
+/// walk runs if `reached`; `scan` is the observed walk, None if the sets could not be read,
+/// and then every fd the call may name (`upper_n`) is counted as undecided.
+pub fn walk_counts(
+    reached: Reached,
+    scan: Option<SetScan>,
+    upper_n: u32,
+    shared: Option<bool>,
+) -> (Counts, Counts) {
+    let (mut words, mut lookups) = (Counts::ZERO, Counts::ZERO);
+    match (reached, scan) {
+        (Reached::No, _) => {}
+        (Reached::Yes, Some(scan)) => {
+            words.record(Evaluation::Taken, u64::from(scan.empty));
+            words.record(Evaluation::NotTaken, u64::from(scan.scanned - scan.empty));
+            lookups.record(reached.evaluate(shared), u64::from(scan.lookups));
+        }
+        (Reached::Unknown, Some(scan)) => {
+            words.record(Evaluation::Undecided, u64::from(scan.scanned));
+            lookups.record(Evaluation::Undecided, u64::from(scan.lookups));
+        }
+        (_, None) => {
+            words.record(Evaluation::Undecided, u64::from(SetScan::words(upper_n)));
+            lookups.record(Evaluation::Undecided, u64::from(upper_n));
+        }
+    }
+    (words, lookups)
 }
 
 /// How `core_sys_select`'s `n < 0` branch went for one call, from the argument, what the
@@ -207,18 +274,21 @@ mod tests {
         assert!(word_empty(0, 0, 0));
         assert!(!word_empty(1, 0, 0));
         assert!(!word_empty(0, 0, 1 << 63));
-        // fds 3..1000 set: 16 words scanned, none empty.
+        let walk = |s: SetScan| (s.empty, s.scanned - s.empty, s.lookups);
+        // fds 3..1000 set: 16 words scanned, none empty, 997 lookups.
         let mut full = [0u64; 16];
         (3..1000).for_each(|fd| full[fd / 64] |= 1 << (fd % 64));
-        assert_eq!(scan_words(&full, 1000), (0, 16));
+        assert_eq!(walk(scan_words(&full, 1000)), (0, 16, 997));
         // Only fd 200 set: words 0-2 empty, word 3 not; the rest not scanned.
         let mut sparse = [0u64; 16];
         sparse[3] = 1 << 8;
-        assert_eq!(scan_words(&sparse, 1000), (3, 1));
+        assert_eq!(walk(scan_words(&sparse, 1000)), (3, 1, 1));
         // Bits at or past n are not fds of the call.
-        assert_eq!(scan_words(&sparse, 200), (0, 0));
-        assert_eq!(scan_words(&sparse, 201), (3, 1));
-        assert_eq!(scan_words(&[0, 0], 128), (0, 0));
+        assert_eq!(walk(scan_words(&sparse, 200)), (0, 0, 0));
+        assert_eq!(walk(scan_words(&sparse, 201)), (3, 1, 1));
+        assert_eq!(walk(scan_words(&[0, 0], 128)), (0, 0, 0));
+        assert_eq!(SetScan::last_word_mask(64), u64::MAX);
+        assert_eq!(SetScan::last_word_mask(65), 1);
     }
 
     #[test]

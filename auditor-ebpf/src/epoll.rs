@@ -67,13 +67,12 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
     } else {
         args::sigmask(field(ctx, ENTER_SIGMASK), field(ctx, ENTER_SIGSETSIZE))
     };
-    let pending = Pending {
-        arg: field(ctx, ENTER_EVENTS),
-        count: field(ctx, ENTER_MAXEVENTS) as u32,
-        prelude: timeout.prelude().and(sigmask) as u32,
-        timeout: timeout as u32,
-        _pad: 0,
-    };
+    let pending = Pending::new(
+        field(ctx, ENTER_EVENTS),
+        field(ctx, ENTER_MAXEVENTS) as u32,
+        timeout.prelude().and(sigmask),
+        timeout,
+    );
     if !stash(&pending) {
         tally::record_one(Site::EpollBadArgs, auditor_common::Evaluation::Undecided);
         tally::record_one(

@@ -19,6 +19,10 @@ mod tally;
 mod target;
 mod task;
 
+use auditor_common::{
+    prelude::{Prelude, Timeout},
+    select::SetScan,
+};
 use aya_ebpf::{macros::map, maps::HashMap};
 
 /// What an entry handler leaves for the exit handler of the same thread.
@@ -33,7 +37,30 @@ pub struct Pending {
     pub prelude: u32,
     /// An `auditor_common::prelude::Timeout` as u32.
     pub timeout: u32,
+    /// select: 1 when `scan` holds the walk over the fd_sets read at entry.
+    pub sets_read: u32,
+    pub scan: SetScan,
     pub _pad: u32,
+}
+
+impl Pending {
+    pub const fn new(arg: u64, count: u32, prelude: Prelude, timeout: Timeout) -> Pending {
+        Pending {
+            arg,
+            count,
+            prelude: prelude as u32,
+            timeout: timeout as u32,
+            sets_read: 0,
+            scan: SetScan {
+                pushed: 0,
+                scanned: 0,
+                empty: 0,
+                lookups: 0,
+                pending_empty: 0,
+            },
+            _pad: 0,
+        }
+    }
 }
 
 /// Calls in flight, keyed by thread id. Sized for every thread of a busy machine being

@@ -79,13 +79,12 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
         );
         (timeout, timeout.prelude().and(sigmask))
     };
-    let pending = Pending {
-        arg: field(ctx, ENTER_UFDS),
-        count: poll::nfds_from_arg(field(ctx, ENTER_NFDS)),
-        prelude: prelude as u32,
-        timeout: timeout as u32,
-        _pad: 0,
-    };
+    let pending = Pending::new(
+        field(ctx, ENTER_UFDS),
+        poll::nfds_from_arg(field(ctx, ENTER_NFDS)),
+        prelude,
+        timeout,
+    );
     if !stash(&pending) {
         // No room to follow the call to its exit: each branch may run, direction unknown.
         for site in [

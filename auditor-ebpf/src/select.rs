@@ -6,11 +6,17 @@
 //! value.
 
 use auditor_common::{
-    Evaluation, Site, Syscall,
+    Evaluation, Reached, Site, Syscall, fd,
     prelude::{Prelude, Timeout},
-    select,
+    select::{self, SetScan},
 };
-use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+use aya_ebpf::{
+    cty::c_void,
+    helpers::generated,
+    macros::{map, tracepoint},
+    maps::PerCpuArray,
+    programs::TracePointContext,
+};
 
 use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, target, task};
 
@@ -69,23 +75,32 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
     if syscall == Syscall::Pselect6 {
         prelude = sigmask_prelude(field(ctx, ENTER_SIGMASK_ARGPACK)).and(prelude);
     }
-    let pending = Pending {
-        arg: field(ctx, ENTER_N),
-        // core_sys_select reads max_fds once, at its start; 0: unreadable.
-        count: task::max_fds().unwrap_or(0),
-        prelude: prelude as u32,
-        timeout: timeout as u32,
-        _pad: 0,
-    };
+    let n = select::n_from_arg(field(ctx, ENTER_N));
+    // core_sys_select reads max_fds once, at its start; 0: unreadable.
+    let max_fds = task::max_fds().unwrap_or(0);
+    let mut pending = Pending::new(field(ctx, ENTER_N), max_fds, prelude, timeout);
+    if n >= 0 && max_fds != 0 {
+        let used_n = (n as u32).min(max_fds);
+        if let Some(scan) = read_sets(ctx, used_n) {
+            pending.sets_read = 1;
+            pending.scan = scan;
+        }
+    }
     if !stash(&pending) {
         // No room to follow the call to its exit: each branch may run, direction unknown.
         for site in [
             Site::SelectNNegative,
+            Site::SelectNClamped,
+            Site::SelectBitmapsOnHeap,
             Site::SelectFdNotOpen,
             Site::SelectZeroTimeout,
         ] {
             tally::record_one(site, Evaluation::Undecided);
         }
+        let upper_n = n.max(0) as u32;
+        let (words, lookups) = select::walk_counts(Reached::Unknown, None, upper_n, None);
+        tally::record(Site::SelectWordEmpty, &words);
+        tally::record(Site::FgetTableShared, &lookups);
     }
 }
 
@@ -100,13 +115,119 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
     // In the kernel's order, each branch gated by the one before it.
     let n_negative = select::n_negative_evaluation(n, prelude, ret);
     let max_fds = (pending.count != 0).then_some(pending.count);
-    let (clamped, on_heap, _) = select::clamp_evaluations(select::after(n_negative), n, max_fds);
+    let (clamped, on_heap, used_n) =
+        select::clamp_evaluations(select::after(n_negative), n, max_fds);
     let fd_not_open = select::fd_not_open_evaluation(n, n_negative, ret);
     let zero_timeout = select::zero_timeout_evaluation(fd_not_open, timeout.is_zero());
+    let scan = (pending.sets_read != 0).then_some(pending.scan);
+    let upper_n = used_n.unwrap_or(n.max(0) as u32);
+    let shared = task::files_count().map(fd::table_shared);
+    let (words, lookups) = select::walk_counts(select::after(fd_not_open), scan, upper_n, shared);
     tally::record_one(Site::SelectNNegative, n_negative);
     tally::record_one(Site::SelectNClamped, clamped);
     tally::record_one(Site::SelectBitmapsOnHeap, on_heap);
     tally::record_one(Site::SelectFdNotOpen, fd_not_open);
     tally::record_one(Site::SelectZeroTimeout, zero_timeout);
+    tally::record(Site::SelectWordEmpty, &words);
+    tally::record(Site::FgetTableShared, &lookups);
     tally::call(syscall);
+}
+
+/// Offsets of `inp`, `outp` and `exp` in the enter records of select and pselect6.
+const ENTER_SETS: [usize; 3] = [24, 32, 40];
+
+/// Words of each set read per `bpf_loop` step.
+const WORDS_PER_STEP: usize = 32;
+
+/// The walk over a call's fd_sets, in per-CPU map memory (see `poll::Walk` for why).
+#[repr(C)]
+struct SetWalk {
+    sets: [u64; 3],
+    n: u32,
+    words: u32,
+    readable: u32,
+    _pad: u32,
+    scan: SetScan,
+    _pad2: u32,
+    buffer: [[u64; WORDS_PER_STEP]; 3],
+}
+
+#[map]
+static SET_WALK: PerCpuArray<SetWalk> = PerCpuArray::with_max_entries(1, 0);
+
+/// Reads the fd_sets of a call with `n` fds (after clamping) as `get_fd_set` copies them,
+/// and walks them as `do_select` will; None if any word could not be read.
+fn read_sets(ctx: &TracePointContext, n: u32) -> Option<SetScan> {
+    let state = SET_WALK.get_ptr_mut(0)?;
+    let words = SetScan::words(n);
+    // SAFETY: this CPU's walk state; programs on syscall tracepoints run with preemption
+    // off, so it is not shared.
+    unsafe {
+        (*state).sets = ENTER_SETS.map(|offset| field(ctx, offset));
+        (*state).n = n;
+        (*state).words = words;
+        (*state).readable = 1;
+        (*state).scan = SetScan::default();
+    }
+    let steps = words.div_ceil(WORDS_PER_STEP as u32);
+    // SAFETY: set_chunk matches bpf_loop's callback signature.
+    let done =
+        unsafe { generated::bpf_loop(steps, set_chunk as *mut c_void, core::ptr::null_mut(), 0) };
+    // SAFETY: as above.
+    let (readable, scan) = unsafe { ((*state).readable, (*state).scan) };
+    (readable != 0 && done >= i64::from(steps)).then_some(scan)
+}
+
+#[inline(never)]
+extern "C" fn set_chunk(index: u32, _context: *mut c_void) -> i64 {
+    let Some(state) = SET_WALK.get_ptr_mut(0) else {
+        return 1;
+    };
+    // SAFETY: this CPU's walk state; see `read_sets`.
+    let state = unsafe { &mut *state };
+    let start = index * WORDS_PER_STEP as u32;
+    let left = state.words.saturating_sub(start);
+    let count = if left < WORDS_PER_STEP as u32 {
+        left as usize
+    } else {
+        WORDS_PER_STEP
+    };
+    let bytes = count * 8;
+    if bytes > WORDS_PER_STEP * 8 {
+        return 1;
+    }
+    for k in 0..3 {
+        let set = state.sets[k];
+        if set == 0 {
+            continue;
+        }
+        // SAFETY: the buffer row holds WORDS_PER_STEP words and bytes fits it.
+        let read = unsafe {
+            generated::bpf_probe_read_user(
+                state.buffer[k].as_mut_ptr().cast(),
+                bytes as u32,
+                (set + u64::from(start) * 8) as *const c_void,
+            )
+        };
+        if read != 0 {
+            state.readable = 0;
+            return 1;
+        }
+    }
+    for i in 0..WORDS_PER_STEP {
+        if i >= count {
+            break;
+        }
+        let mut word = 0;
+        for k in 0..3 {
+            if state.sets[k] != 0 {
+                word |= state.buffer[k][i];
+            }
+        }
+        if start as usize + i + 1 == state.words as usize {
+            word &= SetScan::last_word_mask(state.n);
+        }
+        state.scan.push(word);
+    }
+    0
 }

@@ -94,14 +94,15 @@ fn poll_arrays_of_every_size_are_counted_whole() {
     );
 }
 
-/// select.n_negative, select.n_clamped, select.bitmaps_on_heap, select.fd_not_open and
-/// select.zero_timeout, both ways each, and calls that cannot be decided.
+/// select.n_negative, select.n_clamped, select.bitmaps_on_heap, select.fd_not_open,
+/// select.zero_timeout and select.word_empty, both ways each, and calls that cannot be
+/// decided.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn select_sites_both_ways() {
     assert_workload_exact(
         "select:4:-1 select:3:70 select:2:70:-1 pselect6:5:70:5 pselect6:1:-1 \
-         select:2:5000:0:100 pselect6:1:400 \
+         select:2:5000:0:100 pselect6:1:400 select-sparse:2:300 \
                  select-ebadf:6 select-efault:2:9 select-efault:1:-1",
     );
 }
@@ -127,11 +128,14 @@ fn epoll_sites_both_ways() {
     );
 }
 
-/// fget.table_shared: lookups on a table of its own, then from a second thread.
+/// fget.table_shared: lookups (poll entries, select fds) on a table of its own, then from a
+/// second thread.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn fget_table_shared_both_ways() {
-    assert_workload_exact("poll:3:8:2 ppoll:1:5:0 thread poll:2:8:0:3 ppoll:1:4:4");
+    assert_workload_exact(
+        "poll:3:8:2 ppoll:1:5:0 select:2:10 thread poll:2:8:0:3 ppoll:1:4:4 pselect6:1:20",
+    );
 }
 
 /// close.ok: closes that succeed, and closes of fds that are not open (EBADF, before the

@@ -187,6 +187,11 @@ impl Recorder {
         evaluation
     }
 
+    /// Records counts worked out elsewhere (several evaluations at once).
+    pub fn record_counts(&mut self, site: &SiteInfo, counts: &Counts) {
+        self.counts[site.site as usize].add(counts);
+    }
+
     pub fn counts(&self, site: Site) -> Counts {
         self.counts[site as usize]
     }

@@ -1,12 +1,16 @@
 //! select and pselect6 (fs/select.c): `core_sys_select` → `max_select_fd` → `do_select`.
 
 use auditor_common::{
-    Evaluation, Reached, Site,
+    Site,
     prelude::{Prelude, Timeout},
     select,
 };
 
-use super::{Decided, Hint, Recorder, SiteInfo, Unit, branch, fd::Task, unlikely, written};
+use super::{
+    Decided, Hint, Recorder, SiteInfo, Unit, branch,
+    fd::{self, Task},
+    unlikely, written,
+};
 
 const SYSCALLS: &[&str] = &["select", "pselect6"];
 
@@ -129,19 +133,18 @@ pub fn select(recorder: &mut Recorder, task: Option<&Task>, call: &SelectCall) {
         ZERO_TIMEOUT,
         select::zero_timeout_evaluation(fd_not_open, call.timeout.is_zero())
     );
-    match (select::after(fd_not_open), n, &call.words) {
-        (Reached::No, ..) => {}
-        (Reached::Yes, Some(n), Some(words)) => {
-            let (empty, non_empty) = select::scan_words(words, n);
-            branch!(recorder, WORD_EMPTY, Evaluation::Taken, empty);
-            branch!(recorder, WORD_EMPTY, Evaluation::NotTaken, non_empty);
-        }
-        // The words that may have been scanned: at most those of n.
-        _ => {
-            let words = u64::from(call.n.max(0) as u32).div_ceil(64);
-            branch!(recorder, WORD_EMPTY, Evaluation::Undecided, words);
-        }
-    }
+    let scan = match (n, &call.words) {
+        (Some(n), Some(words)) => Some(select::scan_words(words, n)),
+        _ => None,
+    };
+    let upper_n = n.unwrap_or(call.n.max(0) as u32);
+    let shared = task.map(|task| task.shared);
+    let (words, lookups) = select::walk_counts(select::after(fd_not_open), scan, upper_n, shared);
+    // Every word of the walk is a branch!(WORD_EMPTY) and every set fd a TABLE_SHARED
+    // lookup; the counts come whole from the shared walk.
+    const _: () = assert!(WORD_EMPTY.hint.is(Hint::None));
+    recorder.record_counts(&WORD_EMPTY, &words);
+    recorder.record_counts(&fd::TABLE_SHARED, &lookups);
 }
 
 #[cfg(test)]
@@ -179,6 +182,7 @@ mod tests {
         assert_eq!(counts(Site::SelectFdNotOpen), Counts::new(0, 1, 0));
         assert_eq!(counts(Site::SelectZeroTimeout), Counts::new(1, 0, 0));
         assert_eq!(counts(Site::SelectWordEmpty), Counts::new(0, 16, 0));
+        assert_eq!(counts(Site::FgetTableShared), Counts::new(0, 997, 0));
     }
 
     #[test]

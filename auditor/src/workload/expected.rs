@@ -60,7 +60,7 @@ impl Expected {
                 calls,
                 n,
                 timeout_ms,
-                ..
+                fds,
             } => {
                 let calls = u64::from(calls);
                 self.calls[syscall as usize] += calls;
@@ -70,7 +70,30 @@ impl Expected {
                     self.clamp(calls, n, layout);
                     self.all(Site::SelectFdNotOpen, calls, false);
                     self.all(Site::SelectZeroTimeout, calls, timeout_ms == 0);
+                    // The set holds fds 3..hi, contiguous from word 0: no empty word.
+                    let used_n = i64::from(n).min(i64::from(layout.max_fds()));
+                    let hi = used_n.min(i64::from(fds)).max(3);
+                    let set = (hi - 3) as u64;
+                    let words = if set == 0 {
+                        0
+                    } else {
+                        (hi as u64 - 1) / 64 + 1
+                    };
+                    self.add(Site::SelectWordEmpty, 0, words * calls, 0);
+                    self.lookups(set * calls, shared);
                 }
+            }
+            Step::SelectSparse { calls, n } => {
+                let calls = u64::from(calls);
+                self.calls[Syscall::Select as usize] += calls;
+                self.all(Site::SelectNNegative, calls, false);
+                self.clamp(calls, n, layout);
+                self.all(Site::SelectFdNotOpen, calls, false);
+                self.all(Site::SelectZeroTimeout, calls, true);
+                // Only fd n - 1: the words before its own are empty.
+                let before = (n as u64 - 1) / 64;
+                self.add(Site::SelectWordEmpty, before * calls, calls, 0);
+                self.lookups(calls, shared);
             }
             Step::SelectFault { calls, n } => {
                 let calls = u64::from(calls);

@@ -7,6 +7,7 @@
 //! step says otherwise.
 //! - `select:CALLS:N[:TIMEOUT_MS[:FDS]]`, `pselect6:…`: calls with `n`; the read set holds
 //!   fds 3..min(N, FDS) (FDS defaults to N; a smaller one lets N exceed the fd table).
+//! - `select-sparse:CALLS:N`: selects with `n` whose read set holds only fd N - 1.
 //! - `select-efault:CALLS:N`: selects whose timeout is unmapped (EFAULT, undecidable).
 //! - `select-ebadf:CALLS`: selects naming an fd that is not open (EBADF).
 //! - `poll:CALLS:NFDS:NEGATIVE[:NOTOPEN[:TIMEOUT_MS]]`, `ppoll:…`: calls of NFDS entries,
@@ -59,6 +60,11 @@ pub enum Step {
         timeout_ms: i32,
         /// The read set holds fds 3..min(n, fds).
         fds: i32,
+    },
+    /// Selects with `n` whose read set holds only fd n - 1.
+    SelectSparse {
+        calls: u32,
+        n: i32,
     },
     SelectFault {
         calls: u32,
@@ -171,6 +177,17 @@ impl FromStr for Step {
                     n,
                     timeout_ms: f.number(2, "TIMEOUT_MS", Some(0))?,
                     fds: f.number(3, "FDS", Some(n))?,
+                }
+            }
+            "select-sparse" => {
+                f.at_most(2)?;
+                let n: i32 = f.number(1, "N", None)?;
+                if n < 4 {
+                    return Err(f.error("N must be at least 4 (fd N - 1 is one of the workload's)"));
+                }
+                Step::SelectSparse {
+                    calls: f.number(0, "CALLS", None)?,
+                    n,
                 }
             }
             "select-efault" => {
@@ -291,6 +308,7 @@ impl fmt::Display for Step {
                     f.write_str(&timeout(timeout_ms))
                 }
             }
+            Step::SelectSparse { calls, n } => write!(f, "select-sparse:{calls}:{n}"),
             Step::SelectFault { calls, n } => write!(f, "select-efault:{calls}:{n}"),
             Step::SelectBadFd { calls } => write!(f, "select-ebadf:{calls}"),
             Step::Poll {
@@ -345,6 +363,7 @@ impl Layout {
         let needed = steps.iter().map(|step| match *step {
             // A select names fds 3..min(n, fds).
             Step::Select { n, fds, .. } => n.min(fds),
+            Step::SelectSparse { n, .. } => n,
             _ => 0,
         });
         Layout {
@@ -406,7 +425,7 @@ mod tests {
 
     #[test]
     fn steps_round_trip() {
-        let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
+        let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-sparse:2:300 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
                     epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
                     close:3:1 fork thread wait sleep:5";

@@ -29,6 +29,29 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
                 timeout_ms,
                 fds: set_below,
             } => run_select(fds, syscall, calls, n, timeout_ms, set_below),
+            Step::SelectSparse { calls, n } => {
+                let mut set = vec![0u64; (n as usize).div_ceil(64)];
+                set[(n as usize - 1) / 64] |= 1 << ((n - 1) % 64);
+                repeat(calls, None, || {
+                    let null = std::ptr::null_mut::<libc::c_void>();
+                    let mut read_set = set.clone();
+                    let mut timeout = libc::timeval {
+                        tv_sec: 0,
+                        tv_usec: 0,
+                    };
+                    // SAFETY: the set holds n bits; the timeout lives across the call.
+                    unsafe {
+                        libc::syscall(
+                            libc::SYS_select,
+                            n,
+                            read_set.as_mut_ptr(),
+                            null,
+                            null,
+                            &raw mut timeout,
+                        )
+                    }
+                })
+            }
             Step::SelectFault { calls, n } => repeat(calls, Some(libc::EFAULT), || {
                 let null = std::ptr::null_mut::<libc::c_void>();
                 // SAFETY: the kernel checks the timeout address and fails with EFAULT.
