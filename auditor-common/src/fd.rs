@@ -1,6 +1,8 @@
 //! fd allocation and lookup (fs/file.c): the branches of `alloc_fd`, `find_next_fd` and
 //! `__fget_light`, as predicates over the task's fd table.
 
+use crate::{Counts, Evaluation, errno};
+
 /// Fds per word of the open-fd bitmap.
 pub const BITS_PER_LONG: u32 = 64;
 
@@ -32,6 +34,212 @@ pub const fn table_shared(files_count: u32) -> bool {
     files_count > 1
 }
 
+/// The syscalls whose `alloc_fd` calls the probe follows.
+pub const ALLOCATING: [crate::Syscall; 9] = [
+    crate::Syscall::Open,
+    crate::Syscall::Openat,
+    crate::Syscall::Openat2,
+    crate::Syscall::Creat,
+    crate::Syscall::Dup,
+    crate::Syscall::Fcntl,
+    crate::Syscall::Eventfd2,
+    crate::Syscall::EpollCreate1,
+    crate::Syscall::Socket,
+];
+
+/// The fd table as an `alloc_fd` call finds it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocStart {
+    /// Where the caller starts the search (0, or F_DUPFD's argument).
+    pub start: u32,
+    /// `files->next_fd`.
+    pub next_fd: u32,
+    /// `fdt->max_fds`.
+    pub max_fds: u32,
+    /// `sysctl_nr_open`: expand_files refuses to grow past it.
+    pub nr_open: u32,
+    /// The word of `open_fds` that holds fd max(start, next_fd) (0 past the table).
+    pub word: u64,
+    /// `end`: RLIMIT_NOFILE.
+    pub end: u64,
+}
+
+/// How an allocation ended, as the syscall's return value tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocResult {
+    /// It found this fd.
+    Fd(u32),
+    /// EMFILE: past `end`, or the table could not grow.
+    Emfile,
+    /// It ran, but the syscall failed later and does not say which fd it found.
+    Unknown,
+}
+
+/// Whether a syscall got to its `alloc_fd` call, and how it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocOutcome {
+    NotReached,
+    Reached(AllocResult),
+    /// The return value does not tell whether the allocation ran.
+    Maybe,
+}
+
+/// The syscalls that allocate one fd, by what fails before the allocation.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocator {
+    /// open, openat, openat2, creat: flags (EINVAL) and the name (EFAULT, ENAMETOOLONG,
+    /// ENOENT for an empty one) come first; the path walk after.
+    Open = 0,
+    /// dup: EBADF first.
+    Dup = 1,
+    /// fcntl F_DUPFD: EBADF, and EINVAL for a start past RLIMIT_NOFILE, first.
+    DupFd = 2,
+    /// eventfd2, epoll_create1: EINVAL (flags) first; ENOMEM before or after.
+    Anon = 3,
+    /// socket: the socket is created first (any error); ENFILE and ENOMEM after too.
+    Socket = 4,
+}
+
+impl Allocator {
+    pub const fn from_u32(value: u32) -> Allocator {
+        match value {
+            0 => Allocator::Open,
+            1 => Allocator::Dup,
+            2 => Allocator::DupFd,
+            3 => Allocator::Anon,
+            _ => Allocator::Socket,
+        }
+    }
+
+    /// What the return value says about the allocation (`empty_name`: an open of "").
+    pub const fn outcome(self, ret: i64, empty_name: bool) -> AllocOutcome {
+        if ret >= 0 {
+            return AllocOutcome::Reached(AllocResult::Fd(ret as u32));
+        }
+        if ret == -errno::EMFILE {
+            return AllocOutcome::Reached(AllocResult::Emfile);
+        }
+        let e = -ret;
+        match self {
+            Allocator::Open if e == errno::ENOENT && empty_name => AllocOutcome::NotReached,
+            Allocator::Open
+                if e == errno::EINVAL || e == errno::EFAULT || e == errno::ENAMETOOLONG =>
+            {
+                AllocOutcome::Maybe
+            }
+            Allocator::Open => AllocOutcome::Reached(AllocResult::Unknown),
+            Allocator::Dup if e == errno::EBADF => AllocOutcome::NotReached,
+            Allocator::DupFd if e == errno::EBADF || e == errno::EINVAL => AllocOutcome::NotReached,
+            Allocator::Anon if e == errno::EINVAL => AllocOutcome::NotReached,
+            Allocator::Socket if e == errno::ENFILE || e == errno::ENOMEM => AllocOutcome::Maybe,
+            Allocator::Socket => AllocOutcome::NotReached,
+            Allocator::Dup | Allocator::DupFd | Allocator::Anon => AllocOutcome::Maybe,
+        }
+    }
+}
+
+/// The four branch sites of one `alloc_fd` call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocCounts {
+    pub below_max: Counts,
+    pub fast_path: Counts,
+    pub table_full: Counts,
+    pub emfile: Counts,
+}
+
+impl AllocCounts {
+    /// Every branch from the first: whether any ran is unknown.
+    fn all_undecided(&mut self) {
+        self.below_max.record(Evaluation::Undecided, 1);
+        self.fast_path.record(Evaluation::Undecided, 1);
+        self.later_undecided();
+    }
+
+    /// The branches after the search: which fd it found is unknown.
+    fn later_undecided(&mut self) {
+        self.emfile.record(Evaluation::Undecided, 1);
+        self.table_full.record(Evaluation::Undecided, 1);
+    }
+}
+
+/// The first free fd at or after `from` in `word` (the word's own fds only).
+const fn free_in_word(word: u64, from: u32) -> Option<u32> {
+    let free = !word >> (from % BITS_PER_LONG);
+    if free == 0 {
+        None
+    } else {
+        Some(from + free.trailing_zeros())
+    }
+}
+
+/// The branches `alloc_fd` evaluates for one call, from the table it started with and how
+/// it ended. Each pass of its `repeat` loop (after the table grew) evaluates them again.
+pub fn alloc_evaluations(table: &AllocStart, outcome: AllocOutcome) -> AllocCounts {
+    let mut counts = AllocCounts::default();
+    let result = match outcome {
+        AllocOutcome::NotReached => return counts,
+        AllocOutcome::Maybe => {
+            counts.all_undecided();
+            return counts;
+        }
+        AllocOutcome::Reached(result) => result,
+    };
+    let fd0 = if table.start > table.next_fd {
+        table.start
+    } else {
+        table.next_fd
+    };
+    let (mut max_fds, mut word) = (table.max_fds, table.word);
+    // Two passes at most: a grown table always has room at fd0.
+    for _ in 0..2 {
+        let below = below_max(fd0, max_fds);
+        counts.below_max.record(Evaluation::from_taken(below), 1);
+        let found = if below {
+            let fast = fast_path(word, fd0);
+            counts.fast_path.record(Evaluation::from_taken(fast), 1);
+            if fast {
+                free_in_word(word, fd0)
+            } else {
+                // The search beyond fd0's word: the fd the call returned, or the end of
+                // the table when it had to grow.
+                match result {
+                    AllocResult::Fd(fd) if fd < max_fds => Some(fd),
+                    AllocResult::Fd(_) => Some(max_fds),
+                    AllocResult::Emfile | AllocResult::Unknown => None,
+                }
+            }
+        } else {
+            Some(fd0)
+        };
+        let Some(found) = found else {
+            counts.later_undecided();
+            return counts;
+        };
+        let over = emfile(found, table.end);
+        counts.emfile.record(Evaluation::from_taken(over), 1);
+        if over {
+            return counts;
+        }
+        let full = table_full(found, max_fds);
+        counts.table_full.record(Evaluation::from_taken(full), 1);
+        if !full || found >= table.nr_open {
+            return counts;
+        }
+        // expand_files: a table of the smallest power of two above found; fds past the
+        // old table are free.
+        if fd0 >= max_fds {
+            word = 0;
+        }
+        max_fds = (found + 1).next_power_of_two();
+        if max_fds > table.nr_open {
+            max_fds = table.nr_open;
+        }
+    }
+    counts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,6 +256,117 @@ mod tests {
         assert!(!emfile(1023, 1024));
         assert!(!table_shared(1));
         assert!(table_shared(2));
+    }
+
+    fn start(next_fd: u32, max_fds: u32, word: u64) -> AllocStart {
+        AllocStart {
+            start: 0,
+            next_fd,
+            max_fds,
+            nr_open: 1 << 20,
+            word,
+            end: 1024,
+        }
+    }
+
+    #[test]
+    fn allocation_in_the_word() {
+        let counts = alloc_evaluations(
+            &start(3, 64, 0b111),
+            AllocOutcome::Reached(AllocResult::Fd(3)),
+        );
+        assert_eq!(counts.below_max, Counts::new(1, 0, 0));
+        assert_eq!(counts.fast_path, Counts::new(1, 0, 0));
+        assert_eq!(counts.emfile, Counts::new(0, 1, 0));
+        assert_eq!(counts.table_full, Counts::new(0, 1, 0));
+    }
+
+    #[test]
+    fn allocation_that_grows_the_table() {
+        // next_fd 64 on a 64-fd table: no search, table full, grow to 128, repeat.
+        let counts = alloc_evaluations(
+            &start(64, 64, 0),
+            AllocOutcome::Reached(AllocResult::Fd(64)),
+        );
+        assert_eq!(counts.below_max, Counts::new(1, 1, 0));
+        assert_eq!(counts.fast_path, Counts::new(1, 0, 0));
+        assert_eq!(counts.emfile, Counts::new(0, 2, 0));
+        assert_eq!(counts.table_full, Counts::new(1, 1, 0));
+        // Every fd from 4 to 63 open: the slow search finds nothing below 64, grows.
+        let counts = alloc_evaluations(
+            &start(4, 64, u64::MAX),
+            AllocOutcome::Reached(AllocResult::Fd(64)),
+        );
+        assert_eq!(counts.below_max, Counts::new(2, 0, 0));
+        assert_eq!(counts.fast_path, Counts::new(0, 2, 0));
+        assert_eq!(counts.table_full, Counts::new(1, 1, 0));
+    }
+
+    #[test]
+    fn allocation_outcomes() {
+        let counts = alloc_evaluations(
+            &start(3, 64, 0b111),
+            AllocOutcome::Reached(AllocResult::Unknown),
+        );
+        // The fast path says which fd it found even when the syscall failed later.
+        assert_eq!(counts.emfile, Counts::new(0, 1, 0));
+        let counts = alloc_evaluations(
+            &start(4, 64, u64::MAX),
+            AllocOutcome::Reached(AllocResult::Unknown),
+        );
+        assert_eq!(counts.emfile, Counts::new(0, 0, 1));
+        let mut limited = start(3, 64, 0b111);
+        limited.end = 3;
+        let counts = alloc_evaluations(&limited, AllocOutcome::Reached(AllocResult::Emfile));
+        assert_eq!(counts.emfile, Counts::new(1, 0, 0));
+        assert_eq!(counts.table_full, Counts::ZERO);
+        assert_eq!(
+            alloc_evaluations(&limited, AllocOutcome::NotReached),
+            AllocCounts::default()
+        );
+        assert_eq!(
+            alloc_evaluations(&limited, AllocOutcome::Maybe).below_max,
+            Counts::new(0, 0, 1)
+        );
+    }
+
+    #[test]
+    fn which_errors_come_before_the_allocation() {
+        use AllocOutcome::*;
+        let e = |n: i64| -n;
+        assert_eq!(
+            Allocator::Open.outcome(5, false),
+            Reached(AllocResult::Fd(5))
+        );
+        assert_eq!(
+            Allocator::Open.outcome(e(errno::ENOENT), false),
+            Reached(AllocResult::Unknown)
+        );
+        assert_eq!(Allocator::Open.outcome(e(errno::ENOENT), true), NotReached);
+        assert_eq!(Allocator::Open.outcome(e(errno::EINVAL), false), Maybe);
+        assert_eq!(
+            Allocator::Open.outcome(e(errno::EMFILE), false),
+            Reached(AllocResult::Emfile)
+        );
+        assert_eq!(Allocator::Dup.outcome(e(errno::EBADF), false), NotReached);
+        assert_eq!(
+            Allocator::DupFd.outcome(e(errno::EINVAL), false),
+            NotReached
+        );
+        assert_eq!(Allocator::Anon.outcome(e(errno::ENOMEM), false), Maybe);
+        assert_eq!(
+            Allocator::Socket.outcome(e(errno::EAFNOSUPPORT), false),
+            NotReached
+        );
+        for a in [
+            Allocator::Open,
+            Allocator::Dup,
+            Allocator::DupFd,
+            Allocator::Anon,
+            Allocator::Socket,
+        ] {
+            assert_eq!(Allocator::from_u32(a as u32), a);
+        }
     }
 
     #[test]

@@ -20,7 +20,11 @@ pub const COMM_LEN: usize = 16;
 pub mod errno {
     pub const EINTR: i64 = 4;
     pub const EBADF: i64 = 9;
+    pub const ENOENT: i64 = 2;
+    pub const ENFILE: i64 = 23;
     pub const EMFILE: i64 = 24;
+    pub const ENAMETOOLONG: i64 = 36;
+    pub const EAFNOSUPPORT: i64 = 97;
     pub const ENOMEM: i64 = 12;
     pub const EFAULT: i64 = 14;
     pub const EINVAL: i64 = 22;
@@ -91,15 +95,6 @@ impl Site {
         } else {
             None
         }
-    }
-
-    /// Whether the probe decides this site. The others (fd allocation) are not measured
-    /// yet; the report says so for them.
-    pub const fn probe_decides(self) -> bool {
-        !matches!(
-            self,
-            Site::FdBelowMax | Site::FdFastPath | Site::FdTableFull | Site::FdEmfile
-        )
     }
 }
 
@@ -236,6 +231,15 @@ pub enum Syscall {
     Write = 9,
     Recvmsg = 10,
     Sendmsg = 11,
+    Open = 12,
+    Openat = 13,
+    Openat2 = 14,
+    Creat = 15,
+    Dup = 16,
+    Fcntl = 17,
+    Eventfd2 = 18,
+    EpollCreate1 = 19,
+    Socket = 20,
 }
 
 impl Syscall {
@@ -252,6 +256,15 @@ impl Syscall {
         Syscall::Write,
         Syscall::Recvmsg,
         Syscall::Sendmsg,
+        Syscall::Open,
+        Syscall::Openat,
+        Syscall::Openat2,
+        Syscall::Creat,
+        Syscall::Dup,
+        Syscall::Fcntl,
+        Syscall::Eventfd2,
+        Syscall::EpollCreate1,
+        Syscall::Socket,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -268,12 +281,21 @@ impl Syscall {
             Syscall::Write => "write",
             Syscall::Recvmsg => "recvmsg",
             Syscall::Sendmsg => "sendmsg",
+            Syscall::Open => "open",
+            Syscall::Openat => "openat",
+            Syscall::Openat2 => "openat2",
+            Syscall::Creat => "creat",
+            Syscall::Dup => "dup",
+            Syscall::Fcntl => "fcntl",
+            Syscall::Eventfd2 => "eventfd2",
+            Syscall::EpollCreate1 => "epoll_create1",
+            Syscall::Socket => "socket",
         }
     }
 }
 
 /// Number of followed syscalls.
-pub const SYSCALL_COUNT: usize = 12;
+pub const SYSCALL_COUNT: usize = 21;
 
 /// Names of the probe's load-time globals, set by the loader with `override_global`.
 pub mod globals {
@@ -306,6 +328,16 @@ pub struct TaskOffsets {
     pub files_fdt: u32,
     /// `fdtable.max_fds`.
     pub fdt_max_fds: u32,
+    /// `files_struct.next_fd`.
+    pub files_next_fd: u32,
+    /// `fdtable.open_fds`.
+    pub fdt_open_fds: u32,
+    /// `task_struct.signal`.
+    pub task_signal: u32,
+    /// `signal_struct.rlim[RLIMIT_NOFILE].rlim_cur`.
+    pub signal_nofile: u32,
+    /// Not an offset: `sysctl fs.nr_open`, the largest fd table.
+    pub nr_open: u32,
     /// 1 when the offsets above were found.
     pub known: u32,
 }
@@ -326,6 +358,6 @@ mod pod {
     unsafe impl aya::Pod for super::Counts {}
     // SAFETY: as above (u32, u32, [u8; 16]: no padding).
     unsafe impl aya::Pod for super::CountKey {}
-    // SAFETY: five u32, no padding.
+    // SAFETY: ten u32, no padding.
     unsafe impl aya::Pod for super::TaskOffsets {}
 }

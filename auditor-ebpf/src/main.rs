@@ -9,6 +9,7 @@
 #![no_std]
 #![no_main]
 
+mod alloc;
 mod args;
 mod close;
 mod epoll;

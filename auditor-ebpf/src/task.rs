@@ -2,7 +2,7 @@
 //! the running kernel's BTF. Every read can fail (offsets unknown, memory unreadable):
 //! callers count what they cannot decide as unreadable.
 
-use auditor_common::TaskOffsets;
+use auditor_common::{TaskOffsets, fd::AllocStart};
 use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
 
 #[unsafe(no_mangle)]
@@ -11,6 +11,11 @@ static TASK_OFFSETS: TaskOffsets = TaskOffsets {
     files_count: 0,
     files_fdt: 0,
     fdt_max_fds: 0,
+    files_next_fd: 0,
+    fdt_open_fds: 0,
+    task_signal: 0,
+    signal_nofile: 0,
+    nr_open: 0,
     known: 0,
 };
 
@@ -26,11 +31,14 @@ fn read<T>(address: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel(address as *const T) }.ok()
 }
 
+fn current_task() -> u64 {
+    // SAFETY: the helper returns the current task_struct.
+    unsafe { bpf_get_current_task() }
+}
+
 /// `current->files`.
 fn files(offsets: &TaskOffsets) -> Option<u64> {
-    // SAFETY: the helper returns the current task_struct.
-    let task = unsafe { bpf_get_current_task() };
-    read::<u64>(task + u64::from(offsets.task_files)).filter(|&files| files != 0)
+    read::<u64>(current_task() + u64::from(offsets.task_files)).filter(|&files| files != 0)
 }
 
 /// `atomic_read(&current->files->count)`: how many tasks share the fd table.
@@ -39,9 +47,40 @@ pub fn files_count() -> Option<u32> {
     read::<u32>(files(&offsets)? + u64::from(offsets.files_count))
 }
 
+/// `files_fdtable(current->files)`.
+fn fdtable(offsets: &TaskOffsets, files: u64) -> Option<u64> {
+    read::<u64>(files + u64::from(offsets.files_fdt)).filter(|&fdt| fdt != 0)
+}
+
 /// `files_fdtable(current->files)->max_fds`.
 pub fn max_fds() -> Option<u32> {
     let offsets = offsets()?;
-    let fdt = read::<u64>(files(&offsets)? + u64::from(offsets.files_fdt))?;
+    let fdt = fdtable(&offsets, files(&offsets)?)?;
     read::<u32>(fdt + u64::from(offsets.fdt_max_fds))
+}
+
+/// The fd table as `alloc_fd(start, RLIMIT_NOFILE)` will find it.
+pub fn alloc_start(start: u32) -> Option<AllocStart> {
+    let offsets = offsets()?;
+    let files = files(&offsets)?;
+    let fdt = fdtable(&offsets, files)?;
+    let next_fd = read::<u32>(files + u64::from(offsets.files_next_fd))?;
+    let max_fds = read::<u32>(fdt + u64::from(offsets.fdt_max_fds))?;
+    let fd0 = if start > next_fd { start } else { next_fd };
+    let word = if fd0 < max_fds {
+        let open_fds = read::<u64>(fdt + u64::from(offsets.fdt_open_fds))?;
+        read::<u64>(open_fds + u64::from(fd0 / 64) * 8)?
+    } else {
+        0
+    };
+    let signal = read::<u64>(current_task() + u64::from(offsets.task_signal))?;
+    let end = read::<u64>(signal + u64::from(offsets.signal_nofile))?;
+    Some(AllocStart {
+        start,
+        next_fd,
+        max_fds,
+        nr_open: offsets.nr_open,
+        word,
+        end,
+    })
 }

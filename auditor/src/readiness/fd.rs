@@ -153,6 +153,14 @@ impl Task {
         self.open[(fd / 64) as usize] |= 1 << (fd % 64);
     }
 
+    /// Makes the table at least `max_fds` slots (as one inherited from a parent may be).
+    pub fn grow_to(&mut self, max_fds: u32) {
+        if max_fds > self.max_fds {
+            self.max_fds = max_fds;
+            self.open.resize(max_fds.div_ceil(64) as usize, 0);
+        }
+    }
+
     /// `expand_fdtable` → `alloc_fdtable(fd + 1)`: the smallest power of two above fd,
     /// at most nr_open.
     fn grow(&mut self, fd: u32) {

@@ -30,7 +30,6 @@ pub fn write_sites(
         .into_iter()
         .map(|info| SiteRow {
             info,
-            measured_by_probe: info.site.probe_decides(),
             tree: kernel_src.map(|tree| kernel_src::tree_hint(tree, info)),
         })
         .collect();
@@ -50,7 +49,6 @@ pub fn write_sites(
 pub struct SiteRow {
     #[serde(flatten)]
     pub info: &'static SiteInfo,
-    pub measured_by_probe: bool,
     /// The hint a kernel tree carries, when one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tree: Option<kernel_src::TreeHint>,

@@ -65,11 +65,7 @@ pub fn write_sites_table(
     table.push_record(header);
     for row in rows {
         let info = row.info;
-        let decided = if row.measured_by_probe {
-            info.decided.name().to_string()
-        } else {
-            format!("{} (not yet)", info.decided.name())
-        };
+        let decided = info.decided.name().to_string();
         let mut record = vec![
             info.id.to_string(),
             info.file.to_string(),

@@ -22,7 +22,7 @@ use crate::{
 static PROBE_ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/auditor-probe"));
 
 /// Every program of the probe and the tracepoint it attaches to.
-const PROGRAMS: [(&str, &str, &str); 21] = [
+const PROGRAMS: [(&str, &str, &str); 39] = [
     ("process_fork", "sched", "sched_process_fork"),
     ("process_exec", "sched", "sched_process_exec"),
     ("select_enter", "syscalls", "sys_enter_select"),
@@ -44,6 +44,24 @@ const PROGRAMS: [(&str, &str, &str); 21] = [
     ("write_enter", "syscalls", "sys_enter_write"),
     ("recvmsg_enter", "syscalls", "sys_enter_recvmsg"),
     ("sendmsg_enter", "syscalls", "sys_enter_sendmsg"),
+    ("open_enter", "syscalls", "sys_enter_open"),
+    ("open_exit", "syscalls", "sys_exit_open"),
+    ("creat_enter", "syscalls", "sys_enter_creat"),
+    ("creat_exit", "syscalls", "sys_exit_creat"),
+    ("openat_enter", "syscalls", "sys_enter_openat"),
+    ("openat_exit", "syscalls", "sys_exit_openat"),
+    ("openat2_enter", "syscalls", "sys_enter_openat2"),
+    ("openat2_exit", "syscalls", "sys_exit_openat2"),
+    ("dup_enter", "syscalls", "sys_enter_dup"),
+    ("dup_exit", "syscalls", "sys_exit_dup"),
+    ("fcntl_enter", "syscalls", "sys_enter_fcntl"),
+    ("fcntl_exit", "syscalls", "sys_exit_fcntl"),
+    ("eventfd2_enter", "syscalls", "sys_enter_eventfd2"),
+    ("eventfd2_exit", "syscalls", "sys_exit_eventfd2"),
+    ("epoll_create1_enter", "syscalls", "sys_enter_epoll_create1"),
+    ("epoll_create1_exit", "syscalls", "sys_exit_epoll_create1"),
+    ("socket_enter", "syscalls", "sys_enter_socket"),
+    ("socket_exit", "syscalls", "sys_exit_socket"),
 ];
 
 /// Where the task state the probe reads lies in the running kernel's structs.
@@ -51,18 +69,24 @@ fn task_offsets() -> Result<TaskOffsets, String> {
     let btf = Btf::from_sys_fs().map_err(|e| format!("cannot read {}: {e}", btf::VMLINUX))?;
     let offset =
         |name: &str, member: &str| btf.member_offset(name, member).map_err(|e| e.to_string());
+    // struct rlimit is two longs; RLIMIT_NOFILE is 7.
+    const RLIMIT_NOFILE: u32 = 7;
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .ok_or("cannot read /proc/sys/fs/nr_open")?;
     Ok(TaskOffsets {
         task_files: offset("task_struct", "files")?,
         files_count: offset("files_struct", "count")?,
         files_fdt: offset("files_struct", "fdt")?,
         fdt_max_fds: offset("fdtable", "max_fds")?,
+        files_next_fd: offset("files_struct", "next_fd")?,
+        fdt_open_fds: offset("fdtable", "open_fds")?,
+        task_signal: offset("task_struct", "signal")?,
+        signal_nofile: offset("signal_struct", "rlim")? + RLIMIT_NOFILE * 16,
+        nr_open,
         known: 1,
     })
-}
-
-/// Whether the probe decides `site` (the report marks the others as not measured).
-pub fn decides(site: auditor_common::Site) -> bool {
-    site.probe_decides()
 }
 
 /// Which processes the probe counts.

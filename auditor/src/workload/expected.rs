@@ -4,6 +4,7 @@
 use auditor_common::{Counts, SITE_COUNT, SYSCALL_COUNT, Site, Syscall};
 
 use super::{Layout, Step};
+use crate::readiness::{Recorder, fd::Task};
 
 /// Expected counts of one process of a workload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,12 +49,35 @@ impl Expected {
         );
     }
 
+    /// Allocations replayed on the readiness core's model of the fd table: for fd
+    /// allocation the model is the oracle.
+    fn allocations(
+        &mut self,
+        task: &mut Task,
+        calls: u32,
+        allocate: impl Fn(&mut Task, &mut Recorder),
+    ) {
+        let mut recorder = Recorder::default();
+        for _ in 0..calls {
+            allocate(task, &mut recorder);
+        }
+        for site in [
+            Site::FdBelowMax,
+            Site::FdFastPath,
+            Site::FdTableFull,
+            Site::FdEmfile,
+        ] {
+            self.sites[site as usize].add(&recorder.counts(site));
+        }
+    }
+
     /// `count` fd lookups, on a table that other threads share when `shared`.
     fn lookups(&mut self, count: u64, shared: bool) {
         self.all(Site::FgetTableShared, count, shared);
     }
 
-    fn step(&mut self, step: &Step, layout: &Layout, shared: bool) {
+    fn step(&mut self, step: &Step, layout: &Layout, task: &mut Task) {
+        let shared = task.shared;
         match *step {
             Step::Select {
                 syscall,
@@ -189,8 +213,46 @@ impl Expected {
             }
             Step::Close { ok, bad } => {
                 self.calls[Syscall::Close as usize] += u64::from(ok) + u64::from(bad);
+                self.calls[Syscall::Openat as usize] += u64::from(ok);
                 // A close of fd -1 fails with EBADF before the branch.
                 self.all(Site::CloseOk, u64::from(ok), true);
+                // Each ok close is of a file opened for it.
+                self.allocations(task, ok, |task, recorder| {
+                    let fd = task.open(recorder).expect("room for an fd");
+                    task.close(fd);
+                });
+            }
+            Step::Open { calls } => {
+                self.calls[Syscall::Openat as usize] += u64::from(calls);
+                self.allocations(task, calls, |task, recorder| {
+                    task.open(recorder).expect("room for an fd");
+                });
+            }
+            Step::OpenMissing { calls } => {
+                self.calls[Syscall::Openat as usize] += u64::from(calls);
+                // The fd is allocated, then released when the path is not found.
+                self.allocations(task, calls, |task, recorder| {
+                    let fd = task.open(recorder).expect("room for an fd");
+                    task.close(fd);
+                });
+            }
+            Step::Dup { calls } => {
+                self.calls[Syscall::Dup as usize] += u64::from(calls);
+                self.allocations(task, calls, |task, recorder| {
+                    task.open(recorder).expect("room for an fd");
+                });
+            }
+            Step::DupFd { calls, start } => {
+                self.calls[Syscall::Fcntl as usize] += u64::from(calls);
+                self.allocations(task, calls, |task, recorder| {
+                    let end = task.nofile;
+                    task.alloc_fd(recorder, start, end).expect("room for an fd");
+                });
+            }
+            Step::CloseFd { fd } => {
+                self.calls[Syscall::Close as usize] += 1;
+                self.all(Site::CloseOk, 1, true);
+                task.close(fd);
             }
             Step::Wait => {
                 // One read of the line on stdin.
@@ -205,22 +267,32 @@ impl Expected {
 /// What each process of the workload must count: index 0 is the process started, index i
 /// the child created by the i-th `fork`.
 pub fn expected(steps: &[Step]) -> Vec<Expected> {
+    expected_on_table(steps, Layout::of(steps).max_fds())
+}
+
+/// [`expected`], for a workload whose fd table has `max_fds` slots after set-up: a table
+/// never shrinks, and a process starts with one sized like its parent's, so a workload
+/// started by a process with many fds has a larger one than its own fds need.
+pub fn expected_on_table(steps: &[Step], max_fds: u32) -> Vec<Expected> {
     let layout = Layout::of(steps);
     let mut processes = vec![Expected::default()];
-    // After `thread`, the steps run in a second thread sharing the fd table; a forked
-    // child has a table of its own.
-    let mut shared = false;
+    // The table after set-up: fds 0 up to the layout's last open, the search starting
+    // right after. No test allocates near RLIMIT_NOFILE.
+    let mut task = Task::with_open_fds(layout.not_open() as u32, u64::MAX);
+    task.grow_to(max_fds);
     for step in steps {
         match step {
+            // A forked child has a table of its own (next_fd back at 0).
             Step::Fork => {
                 processes.push(Expected::default());
-                shared = false;
+                task = task.fork();
             }
-            Step::Thread => shared = true,
+            // The steps after `thread` run in a second thread sharing the table.
+            Step::Thread => task.shared = true,
             step => processes
                 .last_mut()
                 .expect("never empty")
-                .step(step, &layout, shared),
+                .step(step, &layout, &mut task),
         }
     }
     processes

@@ -18,6 +18,10 @@
 //!   on an epoll fd with one ready eventfd (MAXEVENTS <= 0 is refused with EINVAL).
 //! - `epoll-ebadf:CALLS`: epoll_wait on an fd that is not open (EBADF).
 //! - `close:OK:BAD`: OK closes of fds opened for it, BAD closes of fd -1 (EBADF).
+//! - `open:CALLS`, `dup:CALLS`, `dupfd:CALLS:START`: allocations (openat of /dev/null, dup
+//!   of fd 3, fcntl F_DUPFD from START) whose fds stay open.
+//! - `open-enoent:CALLS`: opens of a missing path (the fd is allocated, then released).
+//! - `close-fd:FD`: close of one fd the workload opened.
 //! - `fork`: the steps after it run in a child process, which the parent waits for.
 //! - `thread`: the steps after it run in a new thread, which the main thread joins.
 //! - `wait`: read a line from stdin first (lets a test attach to a running process).
@@ -33,7 +37,7 @@ use std::{fmt, str::FromStr};
 use auditor_common::Syscall;
 use thiserror::Error;
 
-pub use expected::{Expected, expected};
+pub use expected::{Expected, expected, expected_on_table};
 pub use run::run;
 
 /// The default workload: the microbenchmarks of the patches that added the two hints —
@@ -100,6 +104,27 @@ pub enum Step {
     Close {
         ok: u32,
         bad: u32,
+    },
+    /// Opens of /dev/null, kept open.
+    Open {
+        calls: u32,
+    },
+    /// Opens of a path that does not exist (ENOENT after the fd was allocated).
+    OpenMissing {
+        calls: u32,
+    },
+    /// dup of fd 3, kept open.
+    Dup {
+        calls: u32,
+    },
+    /// fcntl(3, F_DUPFD, start), kept open.
+    DupFd {
+        calls: u32,
+        start: u32,
+    },
+    /// close of one fd the workload opened.
+    CloseFd {
+        fd: u32,
     },
     Fork,
     Thread,
@@ -263,6 +288,28 @@ impl FromStr for Step {
                     bad: f.number(1, "BAD", None)?,
                 }
             }
+            "open" | "open-enoent" | "dup" => {
+                f.at_most(1)?;
+                let calls = f.number(0, "CALLS", None)?;
+                match kind {
+                    "open" => Step::Open { calls },
+                    "dup" => Step::Dup { calls },
+                    _ => Step::OpenMissing { calls },
+                }
+            }
+            "dupfd" => {
+                f.at_most(2)?;
+                Step::DupFd {
+                    calls: f.number(0, "CALLS", None)?,
+                    start: f.number(1, "START", None)?,
+                }
+            }
+            "close-fd" => {
+                f.at_most(1)?;
+                Step::CloseFd {
+                    fd: f.number(0, "FD", None)?,
+                }
+            }
             "sleep" => {
                 f.at_most(1)?;
                 Step::Sleep {
@@ -342,6 +389,11 @@ impl fmt::Display for Step {
             }
             Step::EpollBadFd { calls } => write!(f, "epoll-ebadf:{calls}"),
             Step::Close { ok, bad } => write!(f, "close:{ok}:{bad}"),
+            Step::Open { calls } => write!(f, "open:{calls}"),
+            Step::OpenMissing { calls } => write!(f, "open-enoent:{calls}"),
+            Step::Dup { calls } => write!(f, "dup:{calls}"),
+            Step::DupFd { calls, start } => write!(f, "dupfd:{calls}:{start}"),
+            Step::CloseFd { fd } => write!(f, "close-fd:{fd}"),
             Step::Fork => f.write_str("fork"),
             Step::Thread => f.write_str("thread"),
             Step::Wait => f.write_str("wait"),
@@ -351,7 +403,9 @@ impl fmt::Display for Step {
 }
 
 /// The fds a workload holds: 3..=`highest_pool_fd` on /dev/null, then, when a step waits
-/// on epoll, an eventfd and an epoll fd just above them. Fds 0-2 are inherited.
+/// on epoll, an eventfd and an epoll fd just above them; fds 0-2 are inherited and any
+/// other inherited fd is closed. The search for a free fd then starts right above them
+/// (`next_fd` is `not_open()`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub highest_pool_fd: i32,
@@ -428,7 +482,8 @@ mod tests {
         let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-sparse:2:300 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
                     epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
-                    close:3:1 fork thread wait sleep:5";
+                    close:3:1 open:2 open-enoent:1 dup:3 dupfd:2:100 close-fd:70 fork thread wait \
+                    sleep:5";
         let steps = parse(text).unwrap();
         let written: Vec<String> = steps.iter().map(Step::to_string).collect();
         assert_eq!(

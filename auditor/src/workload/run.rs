@@ -128,6 +128,31 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
                     libc::syscall(libc::SYS_close, -1)
                 })
             }
+            Step::Open { calls } => (0..calls)
+                .try_for_each(|_| {
+                    std::fs::File::open("/dev/null").map(|file| {
+                        let _kept_open = file.into_raw_fd();
+                    })
+                })
+                .map_err(Into::into),
+            Step::OpenMissing { calls } => (0..calls).try_for_each(|_| {
+                match std::fs::File::open("/nonexistent/auditor-workload") {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    other => bail!("expected ENOENT, got {other:?}"),
+                }
+            }),
+            Step::Dup { calls } => repeat(calls, None, || {
+                // SAFETY: fd 3 is the workload's; the new fds stay open.
+                unsafe { libc::syscall(libc::SYS_dup, 3) }
+            }),
+            Step::DupFd { calls, start } => repeat(calls, None, || {
+                // SAFETY: as above.
+                unsafe { libc::syscall(libc::SYS_fcntl, 3, libc::F_DUPFD, start) }
+            }),
+            Step::CloseFd { fd } => repeat(1, None, || {
+                // SAFETY: the step names an fd the workload opened.
+                unsafe { libc::syscall(libc::SYS_close, fd) }
+            }),
             Step::Sleep { millis } => {
                 std::thread::sleep(std::time::Duration::from_millis(millis));
                 Ok(())
@@ -183,7 +208,28 @@ impl Fds {
                 ensure!(unsafe { libc::dup2(null, fd) } == fd, "dup2 to {fd} failed");
             }
         }
+        // Inherited fds past the layout would change where allocations land.
+        // SAFETY: closes fds nothing in this process uses.
+        let closed = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                layout.highest_pool_fd + 1,
+                u32::MAX,
+                0,
+            )
+        };
+        ensure!(closed == 0, "close_range failed");
         let epoll = layout.epoll.then(ready_epoll).transpose()?;
+        // An allocation and its release leave next_fd at the first fd past the layout,
+        // whatever fd the first open got.
+        let probe = std::fs::File::open("/dev/null")?.into_raw_fd();
+        ensure!(
+            probe == layout.not_open(),
+            "fd {probe} is not past the layout"
+        );
+        // SAFETY: closes the fd just opened.
+        let closed = unsafe { libc::syscall(libc::SYS_close, probe) };
+        ensure!(closed == 0, "close failed");
         ensure!(
             epoll.is_none_or(|fd| fd == layout.highest_fd()),
             "the epoll fd is not where the layout puts it"

@@ -1,0 +1,185 @@
+//! fd allocation: the branches of `alloc_fd` and `find_next_fd` for the syscalls that
+//! allocate one fd. Entry reads the fd table as the allocation will find it (next_fd,
+//! max_fds, the open-fd word it starts in, RLIMIT_NOFILE); exit learns from the return
+//! value whether the allocation ran and which fd it found, and replays the branches with
+//! `auditor_common::fd::alloc_evaluations`.
+
+use auditor_common::{
+    Site, Syscall,
+    fd::{self, AllocStart, Allocator},
+};
+use aya_ebpf::{
+    macros::{map, tracepoint},
+    maps::HashMap,
+    programs::TracePointContext,
+};
+
+use crate::{EXIT_RET, args, current_tid, field, tally, target, task};
+
+/// An allocation in flight: the table at entry, and what tells its outcome at exit.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PendingAlloc {
+    table: AllocStart,
+    /// An `Allocator` as u32.
+    allocator: u32,
+    /// 1 when open's name is "" (ENOENT before the allocation).
+    empty_name: u32,
+    /// 1 when the table could be read.
+    table_read: u32,
+    syscall: u32,
+}
+
+#[map]
+static PENDING_ALLOC: HashMap<u32, PendingAlloc> = HashMap::with_max_entries(65_536, 0);
+
+/// fcntl commands that allocate: F_DUPFD and F_DUPFD_CLOEXEC.
+const F_DUPFD: u64 = 0;
+const F_DUPFD_CLOEXEC: u64 = 1030;
+
+fn record(table: &AllocStart, outcome: fd::AllocOutcome) {
+    let counts = fd::alloc_evaluations(table, outcome);
+    tally::record(Site::FdBelowMax, &counts.below_max);
+    tally::record(Site::FdFastPath, &counts.fast_path);
+    tally::record(Site::FdTableFull, &counts.table_full);
+    tally::record(Site::FdEmfile, &counts.emfile);
+}
+
+/// Notes an allocation that starts at `start`; `name` is open's path (0 for others).
+fn enter(syscall: Syscall, allocator: Allocator, start: u32, name: u64) {
+    if !target::is_traced() {
+        return;
+    }
+    let table = task::alloc_start(start);
+    let empty_name = name != 0 && args::read_user::<u8>(name) == Some(0);
+    let pending = PendingAlloc {
+        table: table.unwrap_or_default(),
+        allocator: allocator as u32,
+        empty_name: u32::from(empty_name),
+        table_read: u32::from(table.is_some()),
+        syscall: syscall as u32,
+    };
+    if PENDING_ALLOC.insert(current_tid(), pending, 0).is_err() {
+        record(&AllocStart::default(), fd::AllocOutcome::Maybe);
+    }
+}
+
+fn exit(ctx: &TracePointContext) {
+    let tid = current_tid();
+    // SAFETY: the value is copied out before the entry is removed.
+    let Some(pending) = (unsafe { PENDING_ALLOC.get(tid) }).copied() else {
+        return;
+    };
+    let _ = PENDING_ALLOC.remove(tid);
+    let ret = field(ctx, EXIT_RET) as i64;
+    let allocator = Allocator::from_u32(pending.allocator);
+    let outcome = allocator.outcome(ret, pending.empty_name != 0);
+    if pending.table_read != 0 {
+        record(&pending.table, outcome);
+    } else if outcome != fd::AllocOutcome::NotReached {
+        // It ran (or may have) on a table the probe could not read.
+        record(&AllocStart::default(), fd::AllocOutcome::Maybe);
+    }
+    if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
+        tally::call(*syscall);
+    }
+}
+
+// Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_*/format.
+const OPEN_NAME: usize = 16;
+const OPENAT_NAME: usize = 24;
+const FCNTL_CMD: usize = 24;
+const FCNTL_ARG: usize = 32;
+
+#[tracepoint(category = "syscalls", name = "sys_enter_open")]
+pub fn open_enter(ctx: TracePointContext) -> u32 {
+    enter(Syscall::Open, Allocator::Open, 0, field(&ctx, OPEN_NAME));
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_creat")]
+pub fn creat_enter(ctx: TracePointContext) -> u32 {
+    enter(Syscall::Creat, Allocator::Open, 0, field(&ctx, OPEN_NAME));
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_openat")]
+pub fn openat_enter(ctx: TracePointContext) -> u32 {
+    enter(
+        Syscall::Openat,
+        Allocator::Open,
+        0,
+        field(&ctx, OPENAT_NAME),
+    );
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_openat2")]
+pub fn openat2_enter(ctx: TracePointContext) -> u32 {
+    enter(
+        Syscall::Openat2,
+        Allocator::Open,
+        0,
+        field(&ctx, OPENAT_NAME),
+    );
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_dup")]
+pub fn dup_enter(_ctx: TracePointContext) -> u32 {
+    enter(Syscall::Dup, Allocator::Dup, 0, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_fcntl")]
+pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
+    let cmd = field(&ctx, FCNTL_CMD) as u32 as u64;
+    if cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC {
+        // The start is an int; a negative one fails with EINVAL before allocating.
+        let start = field(&ctx, FCNTL_ARG) as u32;
+        enter(Syscall::Fcntl, Allocator::DupFd, start, 0);
+    }
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_eventfd2")]
+pub fn eventfd2_enter(_ctx: TracePointContext) -> u32 {
+    enter(Syscall::Eventfd2, Allocator::Anon, 0, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_epoll_create1")]
+pub fn epoll_create1_enter(_ctx: TracePointContext) -> u32 {
+    enter(Syscall::EpollCreate1, Allocator::Anon, 0, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_socket")]
+pub fn socket_enter(_ctx: TracePointContext) -> u32 {
+    enter(Syscall::Socket, Allocator::Socket, 0, 0);
+    0
+}
+
+macro_rules! exits {
+    ($($function:ident => $event:literal),* $(,)?) => {
+        $(
+            #[tracepoint(category = "syscalls", name = $event)]
+            pub fn $function(ctx: TracePointContext) -> u32 {
+                exit(&ctx);
+                0
+            }
+        )*
+    };
+}
+
+exits! {
+    open_exit => "sys_exit_open",
+    creat_exit => "sys_exit_creat",
+    openat_exit => "sys_exit_openat",
+    openat2_exit => "sys_exit_openat2",
+    dup_exit => "sys_exit_dup",
+    fcntl_exit => "sys_exit_fcntl",
+    eventfd2_exit => "sys_exit_eventfd2",
+    epoll_create1_exit => "sys_exit_epoll_create1",
+    socket_exit => "sys_exit_socket",
+}
