@@ -203,14 +203,15 @@ fn pid_target_counts_its_threads_and_ends_with_it() {
 
 /// fd.below_max, fd.fast_path, fd.table_full and fd.emfile on a real sequence: 200 opens
 /// (the table grows from 128 to 256 and 512), scattered closes, opens that refill the
-/// holes, F_DUPFD above next_fd, dup, opens that fail after allocating. The readiness
+/// holes, F_DUPFD above next_fd, dup, opens that fail after allocating, opens past
+/// RLIMIT_NOFILE (EMFILE). The readiness
 /// core's model of the table is the oracle.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn fd_allocation_sequence_matches_the_model() {
     assert_attached_exact(
         "wait open:200 close-fd:70 close-fd:71 close-fd:130 close-fd:199 close-fd:260 open:6 \
-         dupfd:2:300 dup:3 open-enoent:2 close:2:0",
+         dupfd:2:300 dup:3 open-enoent:2 close:2:0 open-emfile:3 open:1",
     );
 }
 

@@ -143,6 +143,13 @@ impl Task {
         task
     }
 
+    /// The lowest fd that is not open.
+    pub fn next_free(&self) -> u32 {
+        (0..)
+            .find(|&fd| !self.is_open(fd))
+            .expect("some fd is free")
+    }
+
     pub fn is_open(&self, fd: u32) -> bool {
         self.open
             .get((fd / 64) as usize)

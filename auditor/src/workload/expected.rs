@@ -236,6 +236,15 @@ impl Expected {
                     task.close(fd);
                 });
             }
+            Step::OpenOverLimit { calls } => {
+                self.calls[Syscall::Openat as usize] += u64::from(calls);
+                // The limit is the first free fd: the search finds it and it is past `end`.
+                self.allocations(task, calls, |task, recorder| {
+                    let end = u64::from(task.next_free());
+                    let result = task.alloc_fd(recorder, 0, end);
+                    assert!(result.is_err(), "EMFILE expected");
+                });
+            }
             Step::Dup { calls } => {
                 self.calls[Syscall::Dup as usize] += u64::from(calls);
                 self.allocations(task, calls, |task, recorder| {

@@ -21,6 +21,7 @@
 //! - `open:CALLS`, `dup:CALLS`, `dupfd:CALLS:START`: allocations (openat of /dev/null, dup
 //!   of fd 3, fcntl F_DUPFD from START) whose fds stay open.
 //! - `open-enoent:CALLS`: opens of a missing path (the fd is allocated, then released).
+//! - `open-emfile:CALLS`: opens with RLIMIT_NOFILE lowered to the first free fd (EMFILE).
 //! - `close-fd:FD`: close of one fd the workload opened.
 //! - `fork`: the steps after it run in a child process, which the parent waits for.
 //! - `thread`: the steps after it run in a new thread, which the main thread joins.
@@ -111,6 +112,10 @@ pub enum Step {
     },
     /// Opens of a path that does not exist (ENOENT after the fd was allocated).
     OpenMissing {
+        calls: u32,
+    },
+    /// Opens with RLIMIT_NOFILE lowered to the first free fd (EMFILE), then restored.
+    OpenOverLimit {
         calls: u32,
     },
     /// dup of fd 3, kept open.
@@ -288,12 +293,13 @@ impl FromStr for Step {
                     bad: f.number(1, "BAD", None)?,
                 }
             }
-            "open" | "open-enoent" | "dup" => {
+            "open" | "open-enoent" | "open-emfile" | "dup" => {
                 f.at_most(1)?;
                 let calls = f.number(0, "CALLS", None)?;
                 match kind {
                     "open" => Step::Open { calls },
                     "dup" => Step::Dup { calls },
+                    "open-emfile" => Step::OpenOverLimit { calls },
                     _ => Step::OpenMissing { calls },
                 }
             }
@@ -391,6 +397,7 @@ impl fmt::Display for Step {
             Step::Close { ok, bad } => write!(f, "close:{ok}:{bad}"),
             Step::Open { calls } => write!(f, "open:{calls}"),
             Step::OpenMissing { calls } => write!(f, "open-enoent:{calls}"),
+            Step::OpenOverLimit { calls } => write!(f, "open-emfile:{calls}"),
             Step::Dup { calls } => write!(f, "dup:{calls}"),
             Step::DupFd { calls, start } => write!(f, "dupfd:{calls}:{start}"),
             Step::CloseFd { fd } => write!(f, "close-fd:{fd}"),
@@ -482,7 +489,7 @@ mod tests {
         let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-sparse:2:300 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
                     epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
-                    close:3:1 open:2 open-enoent:1 dup:3 dupfd:2:100 close-fd:70 fork thread wait \
+                    close:3:1 open:2 open-enoent:1 open-emfile:2 dup:3 dupfd:2:100 close-fd:70 fork thread wait \
                     sleep:5";
         let steps = parse(text).unwrap();
         let written: Vec<String> = steps.iter().map(Step::to_string).collect();

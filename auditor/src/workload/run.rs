@@ -141,6 +141,12 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
                     other => bail!("expected ENOENT, got {other:?}"),
                 }
             }),
+            Step::OpenOverLimit { calls } => with_nofile_at_next_free(|| {
+                (0..calls).try_for_each(|_| match std::fs::File::open("/dev/null") {
+                    Err(e) if e.raw_os_error() == Some(libc::EMFILE) => Ok(()),
+                    other => bail!("expected EMFILE, got {other:?}"),
+                })
+            }),
             Step::Dup { calls } => repeat(calls, None, || {
                 // SAFETY: fd 3 is the workload's; the new fds stay open.
                 unsafe { libc::syscall(libc::SYS_dup, 3) }
@@ -260,6 +266,20 @@ fn ready_epoll() -> anyhow::Result<RawFd> {
     std::mem::forget(event);
     std::mem::forget(epoll);
     Ok(fd)
+}
+
+/// Runs `body` with the soft RLIMIT_NOFILE at the first free fd, then restores it.
+fn with_nofile_at_next_free(body: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    // The lowest free fd: what an open would get (F_GETFD allocates nothing).
+    // SAFETY: F_GETFD only reads the fd's flags.
+    let free = (0..).find(|&fd: &i32| unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0);
+    let free = free.context("no free fd")?;
+    setrlimit(Resource::RLIMIT_NOFILE, free as u64, hard)?;
+    let result = body();
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard)?;
+    result
 }
 
 /// Issues `calls` calls, each of which must fail with `errno` (or succeed, for None).
