@@ -2,10 +2,7 @@
 //! shared/ebpf-toolchain.md: rust-src for nightly, Debian's LLVM 22, and bpf-linker built
 //! against it. Idempotent: when everything is there it only checks.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context as _, bail};
 
@@ -59,8 +56,15 @@ fn has_bpf_linker() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether Debian's packages for building against LLVM 22 are all installed (llvm-config
+/// alone comes with llvm-22, without the library bpf-linker links to).
 fn has_llvm() -> bool {
-    Path::new(LLVM_BIN).join("llvm-config").is_file()
+    LLVM_PACKAGES.iter().all(|package| {
+        Command::new("dpkg-query")
+            .args(["-W", "-f=${Status}", package])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "install ok installed")
+    })
 }
 
 fn is_root() -> bool {
