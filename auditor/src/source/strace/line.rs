@@ -1,0 +1,341 @@
+//! One line of strace output, split into its parts: who (pid), what (a call, the start
+//! or the end of an interrupted one, a signal, an exit) and, for calls, the name, the
+//! argument text and the return value. Arguments stay text: decoding them is per syscall.
+
+use thiserror::Error;
+
+/// A parsed line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line<'a> {
+    /// The thread id from `[pid N]` or a leading `N` (`-f` with `-o`), if printed.
+    pub pid: Option<u32>,
+    pub event: Event<'a>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// `name(args) = ret`.
+    Call {
+        name: &'a str,
+        args: &'a str,
+        ret: Return<'a>,
+    },
+    /// `name(args <unfinished ...>`: another thread's line came before the return.
+    Unfinished { name: &'a str, args: &'a str },
+    /// `<... name resumed>args) = ret`: the rest of an unfinished call.
+    Resumed {
+        name: &'a str,
+        args: &'a str,
+        ret: Return<'a>,
+    },
+    /// `--- SIGCHLD {...} ---`.
+    Signal(&'a str),
+    /// `+++ exited with 0 +++`, `+++ killed by SIGKILL +++`.
+    Exit(&'a str),
+}
+
+/// What a call returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Return<'a> {
+    /// The value; None for `?` (no return seen: exit, or a task killed inside the call).
+    pub value: Option<i64>,
+    /// The errno name of a failure (`EINTR`), or of `? ERESTARTNOHAND`.
+    pub errno: Option<&'a str>,
+    /// Whatever follows: strace's decoding of what the call wrote, the duration.
+    pub detail: &'a str,
+}
+
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum LineError {
+    #[error("no syscall name before `(`")]
+    NoCall,
+    #[error("the argument list does not close")]
+    Unclosed,
+    #[error("no ` = ` return value after the arguments")]
+    NoReturn,
+    #[error("return value `{0}` is not a number")]
+    BadReturn(String),
+    #[error("the line is empty")]
+    Empty,
+}
+
+/// Splits `[pid N] `, `N ` or `N<comm> ` (-Y) and timestamps (-t, -tt, -ttt, -r) off the
+/// front of a line.
+fn prefix(line: &str) -> (Option<u32>, &str) {
+    let mut rest = line.trim_start();
+    let mut pid = None;
+    if let Some(after) = rest.strip_prefix("[pid ") {
+        if let Some((number, tail)) = after.split_once(']') {
+            pid = number.trim().parse().ok();
+            rest = tail.trim_start();
+        }
+    } else {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let after = &rest[digits..];
+        // A pid is whole digits followed by white space or `<comm>`; a timestamp has
+        // `.` or `:` in it.
+        let comm = after.starts_with('<').then(|| after.find("> ")).flatten();
+        if digits > 0 && (after.starts_with(' ') || comm.is_some()) {
+            pid = rest[..digits].parse().ok();
+            rest = match comm {
+                Some(end) => &after[end + 1..],
+                None => after,
+            }
+            .trim_start();
+        }
+    }
+    // One timestamp, when present: digits with `:` and `.` only.
+    let token = rest.split(' ').next().unwrap_or("");
+    let is_timestamp = !token.is_empty()
+        && token.bytes().any(|b| b == b'.' || b == b':')
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b == b'.' || b == b':');
+    if is_timestamp {
+        rest = rest[token.len()..].trim_start();
+    }
+    (pid, rest)
+}
+
+/// Byte offset of the `)` that closes a list already open `depth` deep, skipping strings
+/// and nested brackets; None if the line ends first.
+fn closing(text: &str, mut depth: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return (bytes[i] == b')').then_some(i);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// ` = value [ERRNO] [detail]` after a call's arguments.
+fn return_value(text: &str) -> Result<Return<'_>, LineError> {
+    let text = text.trim_start();
+    let rest = text
+        .strip_prefix('=')
+        .ok_or(LineError::NoReturn)?
+        .trim_start();
+    // A returned fd may carry its path with no space before it (-y): `3</etc/passwd>`.
+    let end = rest.find([' ', '<']).unwrap_or(rest.len());
+    let (token, rest) = (&rest[..end], &rest[end..]);
+    let value = if token == "?" {
+        None
+    } else if let Some(hex) = token.strip_prefix("0x") {
+        Some(u64::from_str_radix(hex, 16).map_err(|_| LineError::BadReturn(token.into()))? as i64)
+    } else {
+        Some(
+            token
+                .parse()
+                .map_err(|_| LineError::BadReturn(token.into()))?,
+        )
+    };
+    let rest = rest.trim_start();
+    let (word, after) = rest.split_once(' ').unwrap_or((rest, ""));
+    let is_errno = word.len() > 1
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        && word.starts_with('E');
+    let (errno, detail) = if is_errno {
+        (Some(word), after)
+    } else {
+        (None, rest)
+    };
+    Ok(Return {
+        value,
+        errno,
+        detail: detail.trim(),
+    })
+}
+
+/// Parses one line (without its line end).
+pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
+    let line = line.trim_end_matches(['\r', '\n']);
+    let (pid, rest) = prefix(line);
+    if rest.is_empty() {
+        return Err(LineError::Empty);
+    }
+    let event = if let Some(signal) = rest.strip_prefix("--- ") {
+        Event::Signal(signal.trim_end_matches(" ---"))
+    } else if let Some(exit) = rest.strip_prefix("+++ ") {
+        Event::Exit(exit.trim_end_matches(" +++"))
+    } else if let Some(resumed) = rest.strip_prefix("<... ") {
+        let (name, args) = resumed.split_once(" resumed>").ok_or(LineError::NoCall)?;
+        let close = closing(args, 1).ok_or(LineError::Unclosed)?;
+        Event::Resumed {
+            name,
+            args: args[..close].trim(),
+            ret: return_value(&args[close + 1..])?,
+        }
+    } else {
+        let open = rest.find('(').ok_or(LineError::NoCall)?;
+        let name = &rest[..open];
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(LineError::NoCall);
+        }
+        let args = &rest[open + 1..];
+        if let Some(start) = args.strip_suffix("<unfinished ...>") {
+            Event::Unfinished {
+                name,
+                args: start.trim(),
+            }
+        } else {
+            let close = closing(args, 1).ok_or(LineError::Unclosed)?;
+            Event::Call {
+                name,
+                args: &args[..close],
+                ret: return_value(&args[close + 1..])?,
+            }
+        }
+    };
+    Ok(Line { pid, event })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(line: &str) -> (Option<u32>, &str, &str, Return<'_>) {
+        match parse(line).unwrap() {
+            Line {
+                pid,
+                event: Event::Call { name, args, ret },
+            } => (pid, name, args, ret),
+            other => panic!("not a call: {other:?}"),
+        }
+    }
+
+    // Real lines, from strace 6.1 on this machine.
+
+    #[test]
+    fn plain_call() {
+        let (pid, name, args, ret) = call("close(3) = 0");
+        assert_eq!((pid, name, args), (None, "close", "3"));
+        assert_eq!((ret.value, ret.errno, ret.detail), (Some(0), None, ""));
+    }
+
+    #[test]
+    fn follow_forks_with_timestamps_durations_and_fd_paths() {
+        let (pid, name, args, ret) = call(
+            "9309  07:59:38.468226 poll([{fd=-1}, {fd=73, events=POLLIN}, {fd=5</dev/null>, events=POLLIN}], 3, 0) = 2 ([{fd=73, revents=POLLNVAL}, {fd=5, revents=POLLIN}]) <0.000078>",
+        );
+        assert_eq!((pid, name), (Some(9309), "poll"));
+        assert_eq!(
+            args,
+            "[{fd=-1}, {fd=73, events=POLLIN}, {fd=5</dev/null>, events=POLLIN}], 3, 0"
+        );
+        assert_eq!(ret.value, Some(2));
+        assert_eq!(
+            ret.detail,
+            "([{fd=73, revents=POLLNVAL}, {fd=5, revents=POLLIN}]) <0.000078>"
+        );
+    }
+
+    #[test]
+    fn errors_and_restarts() {
+        let (_, name, _, ret) = call(
+            "9309  07:59:38.468056 select(-1, 0x560058ac0bc0, NULL, NULL, {tv_sec=0, tv_usec=0}) = -1 EINVAL (Invalid argument) <0.000070>",
+        );
+        assert_eq!(name, "select");
+        assert_eq!((ret.value, ret.errno), (Some(-1), Some("EINVAL")));
+        let (_, _, _, ret) = call(
+            "poll([{fd=3, events=POLLIN}], 1, -1) = ? ERESTART_RESTARTBLOCK (Interrupted by signal)",
+        );
+        assert_eq!(
+            (ret.value, ret.errno),
+            (None, Some("ERESTART_RESTARTBLOCK"))
+        );
+        let (_, _, _, ret) = call("9310  07:59:38.470234 exit_group(0)     = ?");
+        assert_eq!((ret.value, ret.errno), (None, None));
+    }
+
+    #[test]
+    fn comm_epoch_and_relative_timestamps() {
+        let (pid, name, _, ret) = call(
+            "9331<sh> 1796025587.902232 openat(AT_FDCWD</tmp>, \"/etc/ld.so.cache\", O_RDONLY|O_CLOEXEC) = 3</etc/ld.so.cache>",
+        );
+        assert_eq!((pid, name, ret.value), (Some(9331), "openat", Some(3)));
+        assert_eq!(ret.detail, "</etc/ld.so.cache>");
+        let (pid, name, _, ret) = call("     0.000954 brk(NULL)                 = 0x560f3ef36000");
+        assert_eq!((pid, name, ret.value), (None, "brk", Some(0x560f3ef36000)));
+        let (pid, _, _, _) = call("[pid  9345] 07:59:47 close(3) = 0");
+        assert_eq!(pid, Some(9345));
+    }
+
+    #[test]
+    fn unfinished_and_resumed() {
+        assert_eq!(
+            parse("9344  07:59:47 wait4(-1,  <unfinished ...>").unwrap(),
+            Line {
+                pid: Some(9344),
+                event: Event::Unfinished {
+                    name: "wait4",
+                    args: "-1,"
+                }
+            }
+        );
+        let line =
+            parse("9344  07:59:47 <... wait4 resumed>0x7ffffe37f8dc, WNOHANG, NULL) = 0").unwrap();
+        let Event::Resumed { name, args, ret } = line.event else {
+            panic!("{line:?}");
+        };
+        assert_eq!(
+            (name, args, ret.value),
+            ("wait4", "0x7ffffe37f8dc, WNOHANG, NULL", Some(0))
+        );
+    }
+
+    #[test]
+    fn signals_and_exits() {
+        assert_eq!(
+            parse("9309  07:59:38.470620 --- SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED} ---")
+                .unwrap()
+                .event,
+            Event::Signal("SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED}")
+        );
+        assert_eq!(
+            parse("9310  07:59:38.470330 +++ exited with 0 +++")
+                .unwrap()
+                .event,
+            Event::Exit("exited with 0")
+        );
+        assert_eq!(
+            parse("+++ killed by SIGKILL +++").unwrap().event,
+            Event::Exit("killed by SIGKILL")
+        );
+    }
+
+    #[test]
+    fn strings_with_brackets_and_crlf() {
+        let (_, name, args, ret) = call("write(1, \"a) b] \\\"c\", 9) = 9\r\n");
+        assert_eq!(
+            (name, args, ret.value),
+            ("write", "1, \"a) b] \\\"c\", 9", Some(9))
+        );
+    }
+
+    #[test]
+    fn malformed_lines_say_why() {
+        assert_eq!(parse(""), Err(LineError::Empty));
+        assert_eq!(parse("garbage without parens"), Err(LineError::NoCall));
+        assert_eq!(parse("poll([{fd=3}], 1, 0"), Err(LineError::Unclosed));
+        assert_eq!(parse("close(3)"), Err(LineError::NoReturn));
+        assert_eq!(parse("close(3) = x"), Err(LineError::BadReturn("x".into())));
+    }
+}
