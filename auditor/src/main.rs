@@ -25,6 +25,23 @@ enum Command {
     Trace(TraceArgs),
     /// List the catalogue of branch sites: where each is, its hint, what it counts.
     Sites(SitesArgs),
+    /// Count from strace logs (`strace -f -o LOG CMD`; `-ff` files too), no privileges needed.
+    ///
+    /// Exits with 2 when part of a log could not be read (the report says which lines).
+    Ingest(IngestArgs),
+}
+
+#[derive(clap::Args)]
+struct IngestArgs {
+    /// strace output files.
+    #[arg(required = true, value_name = "LOG")]
+    logs: Vec<std::path::PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
+    /// Also show counts per process.
+    #[arg(long)]
+    per_process: bool,
 }
 
 #[derive(clap::Args)]
@@ -165,14 +182,49 @@ fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
         .context("writing the catalogue")
 }
 
+/// Exit status of an ingest that could not read everything.
+const PARTLY_UNREADABLE: u8 = 2;
+
+fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
+    use auditor::source::strace::replay::{self, Replay};
+    let started = std::time::Instant::now();
+    let mut replay = Replay::default();
+    for path in &args.logs {
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let reader = std::io::BufReader::with_capacity(1 << 20, file);
+        replay.ingest(&path.display().to_string(), reader, replay::file_pid(path));
+    }
+    let names: Vec<String> = args.logs.iter().map(|p| p.display().to_string()).collect();
+    let report = Report::new(
+        "strace",
+        format!("strace log {}", names.join(" ")),
+        started.elapsed(),
+        &replay.tally(),
+        replay::decides,
+    )
+    .with_notes(replay.notes());
+    let mut stdout = std::io::stdout().lock();
+    report
+        .render(args.format.into(), args.per_process, &mut stdout)
+        .and_then(|()| stdout.flush())
+        .context("writing the report")?;
+    Ok(if replay.unreadable() > 0 {
+        ExitCode::from(PARTLY_UNREADABLE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Trace(args) => run_trace(args),
-        Command::Sites(args) => run_sites(args),
+        Command::Trace(args) => run_trace(args).map(|()| ExitCode::SUCCESS),
+        Command::Sites(args) => run_sites(args).map(|()| ExitCode::SUCCESS),
+        Command::Ingest(args) => run_ingest(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             // A closed pipe (`auditor trace | head`) is not a failure.
             if error

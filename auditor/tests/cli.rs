@@ -5,7 +5,8 @@ mod common;
 
 use std::process::Command;
 
-use common::require_privileges;
+use auditor_common::Counts;
+use common::{json_counts, json_report, require_privileges};
 
 const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
 
@@ -13,42 +14,28 @@ const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn json_report_of_a_workload() {
     require_privileges();
-    let output = Command::new(AUDITOR)
-        .args([
-            "trace",
-            "--format",
-            "json",
-            "--workload",
-            "select:3:-1 pselect6:2:4 poll:2:16:4",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = json_report(&[
+        "trace".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--workload".as_ref(),
+        "select:3:-1 pselect6:2:4 poll:2:16:4".as_ref(),
+    ]);
     assert_eq!(report["version"], 1);
-    let site = |id: &str| {
-        report["sites"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["id"] == id)
-            .unwrap()
-            .clone()
-    };
-    let select = site("select.n_negative");
     assert_eq!(
-        (select["taken"].as_u64(), select["not_taken"].as_u64()),
-        (Some(3), Some(2))
+        json_counts(&report, "select.n_negative"),
+        Counts::new(3, 2, 0)
     );
-    let poll = site("poll.fd_negative");
     assert_eq!(
-        (poll["taken"].as_u64(), poll["not_taken"].as_u64()),
-        (Some(8), Some(24))
+        json_counts(&report, "poll.fd_negative"),
+        Counts::new(8, 24, 0)
     );
+    let poll = report["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "poll.fd_negative")
+        .unwrap();
     assert_eq!(poll["hint"], "unlikely");
     // One process, a row per site it reached.
     let rows = report["processes"].as_array().unwrap();

@@ -1,6 +1,7 @@
 //! Privileged end-to-end tests: the probe against workloads that issue exactly known
 //! syscalls. They need root and tracefs: `cargo xtask test` runs them (CI runs as root).
 
+#[allow(dead_code, reason = "each test crate uses part of the helpers")]
 mod common;
 
 use std::{
@@ -310,4 +311,74 @@ fn tracefs_is_mounted_when_missing() {
         session.command_pid.unwrap(),
         Start::Exec,
     );
+}
+
+/// The cross-check: one workload traced by the probe and by strace at once gives identical
+/// counts, per process and per site, for every site a log can decide.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn probe_and_strace_agree_on_one_run() {
+    use auditor::source::strace::replay::{self, Replay};
+    require_privileges();
+    let steps = "poll:3:40:4:2 ppoll:2:5:1:1:3 select:2:-1 pselect6:2:70 select-ebadf:1 \
+                 epoll_wait:2:1 epoll_pwait:1:0 epoll-ebadf:1 close:2:1 fork poll:1:8:2 select:1:10";
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("cross.log");
+    let mut argv: Vec<std::ffi::OsString> = ["strace", "-f", "-v", "-s", "65536", "-o"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    argv.push(log.clone().into());
+    argv.extend(workload_command(steps));
+    let session = trace::trace(&options(Target::Command(argv))).unwrap();
+
+    let mut logged = Replay::default();
+    logged.ingest(
+        "cross.log",
+        std::io::BufReader::new(std::fs::File::open(&log).unwrap()),
+        None,
+    );
+    assert_eq!(logged.unreadable(), 0, "{:?}", logged.notes());
+    let from_log = logged.tally();
+
+    // Per pid of the log, every site a log decides. The probe also sees strace's own calls
+    // and those its child makes before exec, which strace does not trace: only the
+    // workload's program counts.
+    let per_pid = |tally: &auditor::tally::Tally| {
+        let mut rows = std::collections::BTreeMap::new();
+        for (process, site, counts) in tally.per_process() {
+            let workload = process.comm.is_empty() || process.comm == common::WORKLOAD_COMM;
+            if replay::decides(site) && workload {
+                let row: &mut auditor_common::Counts = rows.entry((process.pid, site)).or_default();
+                row.add(counts);
+            }
+        }
+        rows
+    };
+    let logged_rows = per_pid(&from_log);
+    let pids: std::collections::BTreeSet<u32> = logged_rows.keys().map(|(pid, _)| *pid).collect();
+    assert_eq!(pids.len(), 2, "the workload and its child: {pids:?}");
+    let probed_rows: std::collections::BTreeMap<_, _> = per_pid(&session.tally)
+        .into_iter()
+        .filter(|((pid, _), _)| pids.contains(pid))
+        .collect();
+    let nonzero =
+        |rows: std::collections::BTreeMap<(u32, auditor_common::Site), auditor_common::Counts>| {
+            rows.into_iter()
+                .filter(|(_, c)| c.total() > 0)
+                .collect::<Vec<_>>()
+        };
+    let (probed, logged) = (nonzero(probed_rows), nonzero(logged_rows));
+    let differences: Vec<String> = probed
+        .iter()
+        .filter(|row| !logged.contains(row))
+        .map(|row| format!("probe {row:?}"))
+        .chain(
+            logged
+                .iter()
+                .filter(|row| !probed.contains(row))
+                .map(|row| format!("log {row:?}")),
+        )
+        .collect();
+    assert!(differences.is_empty(), "{differences:#?}");
 }

@@ -146,7 +146,7 @@ impl Report {
                     info,
                     measured,
                     counts,
-                    taken_share: taken_share(&counts),
+                    taken_share: if measured { taken_share(&counts) } else { None },
                     verdict,
                 }
             })
@@ -206,7 +206,7 @@ fn notes(tally: &Tally, sites: &[SiteReport]) -> Vec<String> {
     if tally.total_calls() > 0 {
         notes.push(
             "Counts are branch evaluations. A poll or select that sleeps rescans its entries on \
-             every wake-up; the probe counts one scan per call, so shares within a call are \
+             every wake-up; the source counts one scan per call, so shares within a call are \
              exact and the number of scans is a lower bound."
                 .to_string(),
         );
@@ -218,14 +218,17 @@ fn notes(tally: &Tally, sites: &[SiteReport]) -> Vec<String> {
         .collect();
     if !unmeasured.is_empty() {
         notes.push(format!(
-            "Not measured by this source yet: {}.",
+            "Not measured by this source (it cannot see what they depend on): {}.",
             unmeasured.join(", ")
         ));
     }
-    for site in sites.iter().filter(|s| s.counts.unreadable > 0) {
+    for site in sites
+        .iter()
+        .filter(|s| s.measured && s.counts.unreadable > 0)
+    {
         notes.push(format!(
-            "{}: {} evaluations could not be decided (user memory the probe could not read, \
-             or a return value that does not tell); verdict bounds count them both ways.",
+            "{}: {} evaluations could not be decided (memory the source could not read, or a \
+             return value that does not tell); verdict bounds count them both ways.",
             site.info.id, site.counts.unreadable
         ));
     }

@@ -68,7 +68,7 @@ pub enum Start {
 /// Shared libraries the dynamic loader loads for the workload after exec, before its code
 /// runs (as `ldd` lists them): for each it reads the ELF header once and closes the file,
 /// and it closes ld.so.cache.
-fn loader_libraries() -> u64 {
+pub fn loader_libraries() -> u64 {
     let output = std::process::Command::new("ldd")
         .arg(WORKLOAD)
         .output()
@@ -150,4 +150,30 @@ pub fn assert_exact(tally: &Tally, steps: &str, first: u32, start: Start) {
             syscall.name()
         );
     }
+}
+
+/// Runs `auditor ARGS` and returns its JSON report; the run must succeed.
+pub fn json_report(args: &[&std::ffi::OsStr]) -> serde_json::Value {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_auditor"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The counts of site `id` in a JSON report.
+pub fn json_counts(report: &serde_json::Value, id: &str) -> Counts {
+    let row = report["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id)
+        .unwrap();
+    let count = |key: &str| row[key].as_u64().unwrap();
+    Counts::new(count("taken"), count("not_taken"), count("unreadable"))
 }

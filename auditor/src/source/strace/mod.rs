@@ -1,6 +1,9 @@
-//! The strace source: turns strace output into syscall records. So far the line parser
-//! ([`line`]); decoding arguments and replaying records through the readiness core come
-//! next (issue 4).
+//! The strace source: strace output → lines ([`line`]) → syscall records, interrupted
+//! calls stitched ([`records`]) → the readiness core's call records ([`decode`]) → a tally
+//! ([`replay`]). It needs no privileges; it cannot see task state (the fd table), so the
+//! sites that need it are not measured from a log.
 
+pub mod decode;
 pub mod line;
 pub mod records;
+pub mod replay;

@@ -1,0 +1,414 @@
+//! Decoding strace's rendering of arguments into the readiness core's call records: pollfd
+//! arrays (with revents from the decoded return), fd_sets, timeouts, signal masks. What
+//! strace did not print (an address instead of a value, an array cut with `...`) is
+//! decoded as unknown, never guessed.
+
+use auditor_common::{
+    errno,
+    poll::PollFd,
+    prelude::{Prelude, SIGSET_SIZE, Timeout},
+};
+
+use super::records::Record;
+use crate::readiness::{epoll::EpollWaitCall, poll::PollCall, select::SelectCall};
+
+/// The top-level, comma-separated parts of an argument list (brackets and strings kept).
+pub fn split_args(args: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start, mut in_string, mut escaped) = (0usize, 0, false, false);
+    for (i, c) in args.char_indices() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(args[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    let last = args[start..].trim();
+    if !last.is_empty() {
+        parts.push(last);
+    }
+    parts
+}
+
+/// The kernel's return value: strace prints `-1 EINVAL` for -EINVAL and `? ERESTARTNOHAND`
+/// for the restart codes; None if the return is unknown.
+pub fn kernel_return(record: &Record) -> Option<i64> {
+    match (record.ret, record.errno.as_deref()) {
+        (Some(value), None) => Some(value),
+        (_, Some(name)) => errno_value(name).map(|e| -e),
+        (None, None) => None,
+    }
+}
+
+fn errno_value(name: &str) -> Option<i64> {
+    Some(match name {
+        "EINTR" => errno::EINTR,
+        "EBADF" => errno::EBADF,
+        "ENOMEM" => errno::ENOMEM,
+        "EFAULT" => errno::EFAULT,
+        "EINVAL" => errno::EINVAL,
+        "EMFILE" => errno::EMFILE,
+        "ERESTARTSYS" => errno::ERESTARTSYS,
+        "ERESTARTNOINTR" => errno::ERESTARTNOINTR,
+        "ERESTARTNOHAND" => errno::ERESTARTNOHAND,
+        "ERESTART_RESTARTBLOCK" => errno::ERESTART_RESTARTBLOCK,
+        // Any other failure: none of the branches tells it from another errno.
+        _ => 4095,
+    })
+}
+
+/// `{key1=value, key2=value}` → the value of `key`.
+fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
+    split_args(inner)
+        .into_iter()
+        .find_map(|part| part.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// An fd as strace prints it, `3` or `3</dev/null>`.
+fn fd(text: &str) -> Option<i32> {
+    let end = text.find('<').unwrap_or(text.len());
+    text[..end].trim().parse().ok()
+}
+
+/// `{tv_sec=0, tv_nsec=0}` (or tv_usec, for `timeval`), `NULL`, or an address.
+fn timeout(text: &str, timeval: bool) -> Timeout {
+    if text == "NULL" {
+        return Timeout::Infinite;
+    }
+    let sec = field(text, "tv_sec").and_then(|v| v.parse::<i64>().ok());
+    let fraction = field(text, if timeval { "tv_usec" } else { "tv_nsec" })
+        .and_then(|v| v.parse::<i64>().ok());
+    match (sec, fraction) {
+        (Some(sec), Some(fraction)) if timeval => Timeout::from_timeval(sec, fraction),
+        (Some(sec), Some(fraction)) => Timeout::from_timespec(sec, fraction),
+        _ => Timeout::Unreadable,
+    }
+}
+
+/// A signal mask argument: `NULL`, `[SIGINT]`/`~[...]` (read), or an address (unknown).
+fn sigmask(set: &str, size: Option<u64>) -> Prelude {
+    let readable = set.starts_with('[') || set.starts_with("~[");
+    let address = if set == "NULL" { 0 } else { 1 };
+    match size {
+        Some(size) => Prelude::sigmask(address, size, readable),
+        None if address == 0 => Prelude::Passes,
+        None => Prelude::Unknown,
+    }
+}
+
+/// `[{fd=3, events=POLLIN}, {fd=-1}]`; None if it is an address or was cut short.
+fn pollfds(text: &str) -> Option<Vec<PollFd>> {
+    let inner = text.strip_prefix('[')?.strip_suffix(']')?;
+    let parts = split_args(inner);
+    if parts.last() == Some(&"...") {
+        return None;
+    }
+    parts
+        .into_iter()
+        .map(|entry| {
+            Some(PollFd {
+                fd: fd(field(entry, "fd")?)?,
+                events: 0,
+                revents: 0,
+            })
+        })
+        .collect()
+}
+
+/// The revents strace prints after the return: `([{fd=3, revents=POLLNVAL}, ...])`,
+/// only for the entries with any, in array order. strace cuts a long list with `...`:
+/// returns how many leading entries' revents are known.
+fn apply_revents(entries: &mut [PollFd], detail: &str) -> Option<usize> {
+    // The array strace prints first in parentheses; ppoll adds `, left {...}` after it.
+    let open = detail.find("([")? + 1;
+    let mut depth = 0;
+    let close = detail[open..].char_indices().find_map(|(i, c)| {
+        match c {
+            '[' | '{' => depth += 1,
+            ']' | '}' => depth -= 1,
+            _ => {}
+        }
+        (depth == 0).then_some(open + i)
+    })?;
+    let listed = split_args(&detail[open + 1..close]);
+    let cut = listed.last() == Some(&"...");
+    let mut returned = listed.into_iter().filter(|item| *item != "...").peekable();
+    let mut known = entries.len();
+    for (index, entry) in entries.iter_mut().enumerate() {
+        let Some(next) = returned.peek() else {
+            // Past the last entry listed: with a cut list, the rest is unknown.
+            if cut {
+                known = index;
+            }
+            break;
+        };
+        if field(next, "fd").and_then(fd) == Some(entry.fd) {
+            let revents = field(next, "revents").unwrap_or("");
+            entry.revents = if revents.split('|').any(|flag| flag == "POLLNVAL") {
+                auditor_common::poll::POLLNVAL
+            } else {
+                1
+            };
+            returned.next();
+        }
+    }
+    Some(known)
+}
+
+/// poll and ppoll.
+pub fn poll(record: &Record) -> Option<PollCall> {
+    let args = split_args(&record.args);
+    let nfds = args.get(1)?.parse().ok()?;
+    let (timeout, prelude) = if record.name == "poll" {
+        let millis: i32 = args.get(2)?.parse().ok()?;
+        (Timeout::from_millis(millis), Prelude::Passes)
+    } else {
+        let timeout = timeout(args.get(2)?, false);
+        let size = args.get(4).and_then(|s| s.parse().ok());
+        (timeout, timeout.prelude().and(sigmask(args.get(3)?, size)))
+    };
+    let mut entries = pollfds(args.first()?);
+    let mut revents_known = 0;
+    if let Some(entries) = entries.as_mut() {
+        if entries.len() != nfds as usize {
+            return None;
+        }
+        revents_known = if record.ret.is_some_and(|n| n > 0) {
+            apply_revents(entries, &record.detail)?
+        } else {
+            entries.len()
+        };
+    }
+    Some(PollCall {
+        nfds,
+        prelude,
+        timeout,
+        entries,
+        revents_known,
+        ret: kernel_return(record)?,
+    })
+}
+
+/// `[3 4 5]` → words of set bits, `NULL` → no fds; None for an address.
+fn fd_set(text: &str, words: &mut [u64]) -> Option<()> {
+    if text == "NULL" {
+        return Some(());
+    }
+    let inner = text.strip_prefix('[')?.strip_suffix(']')?;
+    for item in inner.split_whitespace() {
+        let fd = fd(item)? as usize;
+        if let Some(word) = words.get_mut(fd / 64) {
+            *word |= 1 << (fd % 64);
+        }
+    }
+    Some(())
+}
+
+/// select and pselect6.
+pub fn select(record: &Record) -> Option<SelectCall> {
+    let args = split_args(&record.args);
+    let n: i32 = args.first()?.parse().ok()?;
+    let timeval = record.name == "select";
+    let timeout = timeout(args.get(4)?, timeval);
+    let prelude = if timeval {
+        timeout.prelude()
+    } else {
+        // pselect6's sixth argument: `{sigmask, size}` as a pair, NULL, or an address.
+        let pack = args.get(5)?;
+        let mask = if *pack == "NULL" {
+            Prelude::Passes
+        } else if let Some(inner) = pack.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+            let parts = split_args(inner);
+            let size = parts
+                .get(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(SIGSET_SIZE);
+            sigmask(parts.first()?, Some(size))
+        } else {
+            Prelude::Unknown
+        };
+        mask.and(timeout.prelude())
+    };
+    let mut words = vec![0u64; (n.max(0) as usize).div_ceil(64)];
+    let readable = (1..=3).all(|i| {
+        args.get(i)
+            .is_some_and(|set| fd_set(set, &mut words).is_some())
+    });
+    Some(SelectCall {
+        n,
+        prelude,
+        timeout,
+        words: readable.then_some(words),
+        ret: kernel_return(record)?,
+    })
+}
+
+/// epoll_wait, epoll_pwait, epoll_pwait2. strace prints the events it returned, not the
+/// buffer's address: a printed array means the buffer was writable user memory.
+pub fn epoll_wait(record: &Record) -> Option<EpollWaitCall> {
+    let args = split_args(&record.args);
+    let maxevents = args.get(2)?.parse().ok()?;
+    let events = match args.get(1)? {
+        address if address.starts_with("0x") => u64::from_str_radix(&address[2..], 16).ok()?,
+        _ => 0x1000,
+    };
+    let timeout = match record.name.as_str() {
+        "epoll_pwait2" => timeout(args.get(3)?, false),
+        _ => Timeout::from_millis(args.get(3)?.parse().ok()?),
+    };
+    let mask = match record.name.as_str() {
+        "epoll_wait" => Prelude::Passes,
+        _ => sigmask(args.get(4)?, args.get(5).and_then(|s| s.parse().ok())),
+    };
+    Some(EpollWaitCall {
+        maxevents,
+        events,
+        prelude: timeout.prelude().and(mask),
+        timeout,
+        ret: kernel_return(record)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::strace::records::{Item, Records};
+
+    fn record(line: &str) -> Record {
+        match Records::new(line.as_bytes(), None).next() {
+            Some(Item::Record(record)) => record,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn poll_with_revents() {
+        let call = poll(&record(
+            "poll([{fd=-1}, {fd=73, events=POLLIN}, {fd=5</dev/null>, events=POLLIN}], 3, 0) = 2 ([{fd=73, revents=POLLNVAL}, {fd=5, revents=POLLIN}]) <0.000078>",
+        ))
+        .unwrap();
+        let entries = call.entries.unwrap();
+        assert_eq!(
+            entries
+                .iter()
+                .map(|e| (e.fd, e.revents))
+                .collect::<Vec<_>>(),
+            [(-1, 0), (73, 0x20), (5, 1)]
+        );
+        assert_eq!((call.nfds, call.timeout, call.ret), (3, Timeout::Zero, 2));
+        assert_eq!(call.revents_known, 3);
+        // A list strace cut short: revents known up to the last entry it printed.
+        let call = poll(&record(
+            "poll([{fd=3, events=POLLIN}, {fd=4, events=POLLIN}, {fd=5, events=POLLIN}], 3, 0) = 3 ([{fd=3, revents=POLLIN}, ...])",
+        ))
+        .unwrap();
+        assert_eq!(call.revents_known, 1);
+    }
+
+    #[test]
+    fn ppoll_timeouts_and_unreadable_arrays() {
+        let call = poll(&record(
+            "ppoll([{fd=3</dev/null>, events=POLLIN}], 1, {tv_sec=0, tv_nsec=5000000}, NULL, 8) = 1 ([{fd=3, revents=POLLIN}], left {tv_sec=0, tv_nsec=4998922})",
+        ))
+        .unwrap();
+        assert_eq!(
+            (call.timeout, call.prelude),
+            (Timeout::Positive, Prelude::Passes)
+        );
+        let call = poll(&record("poll(0x10, 3, 0) = -1 EFAULT (Bad address)")).unwrap();
+        assert_eq!((call.entries, call.ret), (None, -errno::EFAULT));
+        // Cut short by strace: entries unknown.
+        let call = poll(&record(
+            "poll([{fd=3, events=POLLIN}, ...], 40, 0) = 0 (Timeout)",
+        ))
+        .unwrap();
+        assert_eq!(call.entries, None);
+        let call = poll(&record("poll([{fd=3, events=POLLIN}], 1, -1) = ? ERESTART_RESTARTBLOCK (Interrupted by signal)")).unwrap();
+        assert_eq!(
+            (call.timeout, call.ret),
+            (Timeout::Infinite, -errno::ERESTART_RESTARTBLOCK)
+        );
+    }
+
+    #[test]
+    fn selects() {
+        let call = select(&record(
+            "pselect6(5, [3</dev/null> 4</dev/null>], NULL, NULL, NULL, NULL) = 2 (in [3 4])",
+        ))
+        .unwrap();
+        assert_eq!(
+            (call.n, call.timeout, call.prelude),
+            (5, Timeout::Infinite, Prelude::Passes)
+        );
+        assert_eq!(call.words, Some(vec![0b11000]));
+        let call = select(&record(
+            "select(-1, 0x560058ac0bc0, NULL, NULL, {tv_sec=0, tv_usec=0}) = -1 EINVAL (Invalid argument)",
+        ))
+        .unwrap();
+        assert_eq!(
+            (call.n, call.timeout, call.ret),
+            (-1, Timeout::Zero, -errno::EINVAL)
+        );
+        let call = select(&record(
+            "select(4, NULL, NULL, NULL, 0x10) = -1 EFAULT (Bad address)",
+        ))
+        .unwrap();
+        assert_eq!(
+            (call.timeout, call.prelude),
+            (Timeout::Unreadable, Prelude::Unknown)
+        );
+        let call = select(&record(
+            "pselect6(1, [0], NULL, NULL, NULL, {[], 8}) = 0 (Timeout)",
+        ))
+        .unwrap();
+        assert_eq!(call.prelude, Prelude::Passes);
+    }
+
+    #[test]
+    fn epoll_waits() {
+        let call = epoll_wait(&record(
+            "epoll_wait(72<anon_inode:[eventpoll]>, [{events=EPOLLIN, data={u32=0, u64=0}}], 2, 0) = 1",
+        ))
+        .unwrap();
+        assert_eq!(
+            (call.maxevents, call.timeout, call.ret),
+            (2, Timeout::Zero, 1)
+        );
+        let call = epoll_wait(&record(
+            "epoll_pwait2(72<anon_inode:[eventpoll]>, [{events=EPOLLIN, data={u32=0, u64=0}}], 2, NULL, NULL, 8) = 1",
+        ))
+        .unwrap();
+        assert_eq!(
+            (call.timeout, call.prelude),
+            (Timeout::Infinite, Prelude::Passes)
+        );
+        let call = epoll_wait(&record(
+            "epoll_wait(-1, 0x7ffd0, 1, 0) = -1 EBADF (Bad file descriptor)",
+        ))
+        .unwrap();
+        assert_eq!((call.events, call.ret), (0x7ffd0, -errno::EBADF));
+    }
+
+    #[test]
+    fn splitting_keeps_nested_parts_whole() {
+        assert_eq!(
+            split_args("[{fd=3, e=1}, {fd=4}], 2, \"a,b\", 0"),
+            ["[{fd=3, e=1}, {fd=4}]", "2", "\"a,b\"", "0"]
+        );
+    }
+}

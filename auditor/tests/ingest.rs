@@ -1,0 +1,88 @@
+//! `auditor ingest` on strace logs: the counts of a workload run under strace equal the
+//! workload's hand-worked expectations for every site a log can decide, and what cannot be
+//! read is reported. Needs no privileges (strace is on the machine image).
+
+#[allow(dead_code, reason = "each test crate uses part of the helpers")]
+mod common;
+
+use std::process::Command;
+
+use auditor::workload;
+use auditor_common::{Counts, Site};
+use common::{WORKLOAD, json_counts, json_report, loader_libraries};
+
+const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
+
+/// The sites a log decides (the others need the task's fd table).
+fn logged(site: Site) -> bool {
+    auditor::source::strace::replay::decides(site)
+}
+
+fn strace(steps: &str, log: &std::path::Path) {
+    let status = Command::new("strace")
+        .args(["-f", "-v", "-s", "65536", "-o"])
+        .arg(log)
+        .arg(WORKLOAD)
+        .args(steps.split_whitespace())
+        .status()
+        .expect("strace is installed");
+    assert!(status.success());
+}
+
+#[test]
+fn a_workload_log_gives_the_exact_counts() {
+    let steps = "poll:3:40:4:2 ppoll:2:5:1:1:3 select:2:-1 pselect6:2:70 select-ebadf:1 \
+                 epoll_wait:2:1 epoll_pwait:1:0 close:2:1 poll-efault:1:3 fork poll:1:8:2";
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("workload.log");
+    strace(steps, &log);
+    let report = json_report(&[
+        "ingest".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        log.as_ref(),
+    ]);
+    assert_eq!(report["source"], "strace");
+
+    let expected = workload::expected(&workload::parse(steps).unwrap());
+    for site in Site::ALL.into_iter().filter(|site| logged(*site)) {
+        let mut want = Counts::ZERO;
+        expected.iter().for_each(|e| want.add(&e.site(site)));
+        if site == Site::CloseOk {
+            // The dynamic loader's closes and set-up's own, after exec.
+            want.add(&Counts::new(loader_libraries() + 2, 0, 0));
+        }
+        let id = auditor::readiness::info(site).id;
+        let got = json_counts(&report, id);
+        assert_eq!(got, want, "{id}");
+    }
+}
+
+#[test]
+fn unreadable_lines_are_named_and_set_the_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("bad.log");
+    std::fs::write(
+        &log,
+        "close(3) = 0\n\u{1}\u{2} binary garbage\r\npoll([{fd=3, events=POLLIN}], 1, 0) = 1 ([{fd=3, revents=POLLIN}])\nppoll([{fd=3, eve",
+    )
+    .unwrap();
+    let output = Command::new(AUDITOR)
+        .arg("ingest")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("bad.log:2: no syscall name"), "{text}");
+    assert!(
+        text.contains("bad.log:4: the argument list does not close"),
+        "{text}"
+    );
+    // What was read is still counted.
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("close.ok") && l.contains("|     1 |")),
+        "{text}"
+    );
+}
