@@ -25,10 +25,38 @@ enum Command {
     Trace(TraceArgs),
     /// List the catalogue of branch sites: where each is, its hint, what it counts.
     Sites(SitesArgs),
+    /// Count by running strace on a command or processes: no privileges needed.
+    ///
+    /// Runs `strace -f -qq -v -s 65536 -e trace=<the decoded syscalls>` with LANG=C and
+    /// reads its output as it comes. Exits with 2 when part of it could not be read.
+    Strace(StraceArgs),
     /// Count from strace logs (`strace -f -o LOG CMD`; `-ff` files too), no privileges needed.
     ///
     /// Exits with 2 when part of a log could not be read (the report says which lines).
     Ingest(IngestArgs),
+}
+
+/// How a report is written.
+#[derive(clap::Args)]
+struct OutputArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
+    /// Also show counts per process (pid, command name).
+    #[arg(long)]
+    per_process: bool,
+}
+
+#[derive(clap::Args)]
+struct StraceArgs {
+    /// Attach to this running process; repeatable.
+    #[arg(short, long = "pid", value_name = "PID")]
+    pids: Vec<u32>,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// The command to start and trace, with its children.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<OsString>,
 }
 
 #[derive(clap::Args)]
@@ -36,12 +64,8 @@ struct IngestArgs {
     /// strace output files.
     #[arg(required = true, value_name = "LOG")]
     logs: Vec<std::path::PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    format: FormatArg,
-    /// Also show counts per process.
-    #[arg(long)]
-    per_process: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(clap::Args)]
@@ -89,12 +113,8 @@ struct TraceArgs {
     /// Stop after this long (e.g. 30s, 500ms, 2m); a started command gets SIGTERM.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    format: FormatArg,
-    /// Also show counts per process (pid, command name).
-    #[arg(long)]
-    per_process: bool,
+    #[command(flatten)]
+    output: OutputArgs,
     /// The command to start and trace, with its children.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -159,10 +179,10 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
         |_| true,
     )
     .with_notes(session.notes);
-    let format = args.format.into();
+    let format = args.output.format.into();
     let mut stdout = std::io::stdout().lock();
     report
-        .render(format, args.per_process, &mut stdout)
+        .render(format, args.output.per_process, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("writing the report")
 }
@@ -185,6 +205,33 @@ fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
 /// Exit status of an ingest that could not read everything.
 const PARTLY_UNREADABLE: u8 = 2;
 
+/// Prints the report of a strace replay; exit status 2 if anything was unreadable.
+fn report_replay(
+    replay: &auditor::source::strace::replay::Replay,
+    target: String,
+    started: std::time::Instant,
+    output: &OutputArgs,
+) -> anyhow::Result<ExitCode> {
+    let report = Report::new(
+        "strace",
+        target,
+        started.elapsed(),
+        &replay.tally(),
+        auditor::source::strace::replay::decides,
+    )
+    .with_notes(replay.notes());
+    let mut stdout = std::io::stdout().lock();
+    report
+        .render(output.format.into(), output.per_process, &mut stdout)
+        .and_then(|()| stdout.flush())
+        .context("writing the report")?;
+    Ok(if replay.unreadable() > 0 {
+        ExitCode::from(PARTLY_UNREADABLE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
     use auditor::source::strace::replay::{self, Replay};
     let started = std::time::Instant::now();
@@ -196,24 +243,32 @@ fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
         replay.ingest(&path.display().to_string(), reader, replay::file_pid(path));
     }
     let names: Vec<String> = args.logs.iter().map(|p| p.display().to_string()).collect();
-    let report = Report::new(
-        "strace",
-        format!("strace log {}", names.join(" ")),
-        started.elapsed(),
-        &replay.tally(),
-        replay::decides,
-    )
-    .with_notes(replay.notes());
-    let mut stdout = std::io::stdout().lock();
-    report
-        .render(args.format.into(), args.per_process, &mut stdout)
-        .and_then(|()| stdout.flush())
-        .context("writing the report")?;
-    Ok(if replay.unreadable() > 0 {
-        ExitCode::from(PARTLY_UNREADABLE)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let target = format!("strace log {}", names.join(" "));
+    report_replay(&replay, target, started, &args.output)
+}
+
+fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
+    use auditor::source::strace::{replay::Replay, run};
+    let (target, description) = match (args.command.is_empty(), args.pids.is_empty()) {
+        (false, true) => {
+            let shown: Vec<_> = args.command.iter().map(|a| a.to_string_lossy()).collect();
+            let description = format!("command `{}` under strace", shown.join(" "));
+            (run::Target::Command(args.command), description)
+        }
+        (true, false) => {
+            let shown: Vec<String> = args.pids.iter().map(|p| format!("pid {p}")).collect();
+            let description = format!("{} under strace", shown.join(", "));
+            (run::Target::Pids(args.pids), description)
+        }
+        _ => anyhow::bail!("give either a command after `--` or -p PID, not both or neither"),
+    };
+    let started = std::time::Instant::now();
+    let mut replay = Replay::default();
+    let status = run::run(&target, &mut replay)?;
+    if !status.success() {
+        eprintln!("auditor: strace ended with {status}");
+    }
+    report_replay(&replay, description, started, &args.output)
 }
 
 fn main() -> ExitCode {
@@ -222,6 +277,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => run_trace(args).map(|()| ExitCode::SUCCESS),
         Command::Sites(args) => run_sites(args).map(|()| ExitCode::SUCCESS),
         Command::Ingest(args) => run_ingest(args),
+        Command::Strace(args) => run_strace(args),
     };
     match result {
         Ok(code) => code,

@@ -72,7 +72,9 @@ extern "C" fn request_stop(signal: libc::c_int) {
     STOP_SIGNAL.store(signal, Ordering::SeqCst);
 }
 
-fn catch_stop_signals() -> Result<(), Error> {
+/// Catches SIGINT and SIGTERM (a handler, not SIG_IGN, so children do not inherit it), so
+/// that a session can still report after them.
+pub(crate) fn catch_stop_signals() -> Result<(), Error> {
     STOP_SIGNAL.store(0, Ordering::SeqCst);
     let action = SigAction::new(
         SigHandler::Handler(request_stop),

@@ -1,6 +1,7 @@
-//! `auditor ingest` on strace logs: the counts of a workload run under strace equal the
-//! workload's hand-worked expectations for every site a log can decide, and what cannot be
-//! read is reported. Needs no privileges (strace is on the machine image).
+//! The strace source: `auditor ingest` on strace logs and `auditor strace` running strace.
+//! The counts of a workload run under strace equal the workload's hand-worked expectations
+//! for every site a log can decide, and what cannot be read is reported. Needs no
+//! privileges (strace is on the machine image).
 
 #[allow(dead_code, reason = "each test crate uses part of the helpers")]
 mod common;
@@ -29,22 +30,38 @@ fn strace(steps: &str, log: &std::path::Path) {
     assert!(status.success());
 }
 
+const STEPS: &str = "poll:3:40:4:2 ppoll:2:5:1:1:3 select:2:-1 pselect6:2:70 select-ebadf:1 \
+                     epoll_wait:2:1 epoll_pwait:1:0 close:2:1 poll-efault:1:3 fork poll:1:8:2";
+
 #[test]
 fn a_workload_log_gives_the_exact_counts() {
-    let steps = "poll:3:40:4:2 ppoll:2:5:1:1:3 select:2:-1 pselect6:2:70 select-ebadf:1 \
-                 epoll_wait:2:1 epoll_pwait:1:0 close:2:1 poll-efault:1:3 fork poll:1:8:2";
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("workload.log");
-    strace(steps, &log);
+    strace(STEPS, &log);
     let report = json_report(&[
         "ingest".as_ref(),
         "--format".as_ref(),
         "json".as_ref(),
         log.as_ref(),
     ]);
-    assert_eq!(report["source"], "strace");
+    assert_exact_from_strace(&report);
+}
 
-    let expected = workload::expected(&workload::parse(steps).unwrap());
+#[test]
+fn auditor_strace_runs_strace_and_counts_the_same() {
+    let mut args: Vec<&std::ffi::OsStr> = ["strace", "--format", "json", "--", WORKLOAD]
+        .iter()
+        .map(|s| s.as_ref())
+        .collect();
+    args.extend(STEPS.split_whitespace().map(std::ffi::OsStr::new));
+    let report = json_report(&args);
+    assert_exact_from_strace(&report);
+}
+
+/// Every site a log decides has exactly the workload's counts in `report`.
+fn assert_exact_from_strace(report: &serde_json::Value) {
+    assert_eq!(report["source"], "strace");
+    let expected = workload::expected(&workload::parse(STEPS).unwrap());
     for site in Site::ALL.into_iter().filter(|site| logged(*site)) {
         let mut want = Counts::ZERO;
         expected.iter().for_each(|e| want.add(&e.site(site)));
@@ -53,11 +70,10 @@ fn a_workload_log_gives_the_exact_counts() {
             want.add(&Counts::new(loader_libraries() + 2, 0, 0));
         }
         let id = auditor::readiness::info(site).id;
-        let got = json_counts(&report, id);
+        let got = json_counts(report, id);
         assert_eq!(got, want, "{id}");
     }
 }
-
 #[test]
 fn unreadable_lines_are_named_and_set_the_exit_status() {
     let dir = tempfile::tempdir().unwrap();
@@ -85,4 +101,16 @@ fn unreadable_lines_are_named_and_set_the_exit_status() {
             .any(|l| l.trim_start().starts_with("close.ok") && l.contains("|     1 |")),
         "{text}"
     );
+}
+
+#[test]
+fn a_missing_strace_is_a_clear_error() {
+    let output = Command::new(AUDITOR)
+        .args(["strace", "--", "true"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("strace is not installed"), "{stderr}");
 }

@@ -7,3 +7,4 @@ pub mod decode;
 pub mod line;
 pub mod records;
 pub mod replay;
+pub mod run;
