@@ -1,6 +1,7 @@
 //! `cargo xtask`: sets the eBPF toolchain up, builds, runs the auditor, runs every test.
 
 mod build;
+mod fixtures;
 mod run;
 mod setup;
 mod test;
@@ -27,6 +28,8 @@ enum Task {
     Run(run::Options),
     /// Run every test: lints, unit tests, and (as root) the privileged eBPF tests.
     Test(test::Options),
+    /// Record fixtures: real programs under strace, with the probe's counts (needs root).
+    RecordFixtures,
 }
 
 /// Runs `command`, failing with the command line when it fails.
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Task::Build => build::run().map(drop),
         Task::Run(options) => run::run(&options),
         Task::Test(options) => test::run(&options),
+        Task::RecordFixtures => fixtures::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

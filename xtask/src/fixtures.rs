@@ -1,0 +1,107 @@
+//! `cargo xtask record-fixtures` (as root): runs real programs under strace while the probe
+//! watches the same process tree, and stores each strace log with the probe's counts as
+//! its expected result, so the strace parser is checked against numbers it did not make.
+
+use std::{collections::BTreeSet, path::Path, process::Command};
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+
+use crate::{build, workspace_root};
+
+/// The syscalls the strace source decodes (as `auditor strace` traces them).
+const TRACED: &str = "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,epoll_pwait2,close";
+
+/// Name and shell command of each fixture; traffic stays on 127.0.0.1.
+const PROGRAMS: [(&str, &str); 2] = [
+    (
+        "python-asyncio",
+        "python3 fixtures/programs/asyncio_echo.py",
+    ),
+    (
+        "http-server-curl",
+        "python3 -m http.server 8767 --bind 127.0.0.1 >/dev/null 2>&1 & server=$!; sleep 1; \
+         for i in 1 2 3; do curl -s http://127.0.0.1:8767/ >/dev/null; done; kill $server; wait",
+    ),
+];
+
+/// Pids that have lines in a strace -f log.
+fn logged_pids(log: &str) -> BTreeSet<u64> {
+    log.lines()
+        .filter_map(|line| line.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// Per-site counts of the probe's report, over the processes strace logged (its own and
+/// its child's calls before exec run under the name `strace`).
+fn expected(report: &Value, pids: &BTreeSet<u64>) -> anyhow::Result<Value> {
+    let mut sites = serde_json::Map::new();
+    for row in report["processes"]
+        .as_array()
+        .context("no processes in the report")?
+    {
+        let pid = row["pid"].as_u64().unwrap_or(0);
+        if !pids.contains(&pid) || row["comm"] == "strace" {
+            continue;
+        }
+        let site = row["site"].as_str().context("row without a site")?;
+        let entry = sites
+            .entry(site.to_string())
+            .or_insert_with(|| json!({"taken": 0, "not_taken": 0, "unreadable": 0}));
+        for key in ["taken", "not_taken", "unreadable"] {
+            let sum = entry[key].as_u64().unwrap_or(0) + row[key].as_u64().unwrap_or(0);
+            entry[key] = json!(sum);
+        }
+    }
+    Ok(Value::Object(sites))
+}
+
+pub fn run() -> anyhow::Result<()> {
+    let auditor = build::run()?;
+    let root = workspace_root();
+    let dir = root.join("fixtures");
+    for (name, program) in PROGRAMS {
+        let log = dir.join(format!("{name}.log"));
+        println!("recording {name}: {program}");
+        let output = Command::new(&auditor)
+            .args([
+                "trace",
+                "--format",
+                "json",
+                "--per-process",
+                "--",
+                "strace",
+                "-f",
+                "-qq",
+                "-v",
+            ])
+            .args(["-s", "65536", "-e", TRACED, "-o"])
+            .arg(&log)
+            .args(["sh", "-c", program])
+            .env("LANG", "C")
+            .current_dir(&root)
+            .output()
+            .context("running auditor trace")?;
+        if !output.status.success() {
+            bail!(
+                "recording {name} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let report: Value = serde_json::from_slice(&output.stdout)?;
+        let text = std::fs::read_to_string(&log)?;
+        let expected = json!({
+            "program": program,
+            "recorded_with": "cargo xtask record-fixtures: auditor trace (the probe) around strace -f -qq -v -s 65536",
+            "sites": expected(&report, &logged_pids(&text))?,
+        });
+        write_json(&dir.join(format!("{name}.expected.json")), &expected)?;
+        println!("  {} lines, {} bytes", text.lines().count(), text.len());
+    }
+    Ok(())
+}
+
+fn write_json(path: &Path, value: &Value) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)? + "\n";
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
