@@ -1,5 +1,6 @@
 //! `cargo xtask`: sets the eBPF toolchain up, builds, runs the auditor, runs every test.
 
+mod bench;
 mod build;
 mod fixtures;
 mod run;
@@ -30,6 +31,8 @@ enum Task {
     Test(test::Options),
     /// Record fixtures: real programs under strace, with the probe's counts (needs root).
     RecordFixtures,
+    /// Benchmarks, measured side by side with a reference (`ingest`: against `wc -l`).
+    Bench(bench::Options),
 }
 
 /// Runs `command`, failing with the command line when it fails.
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Task::Run(options) => run::run(&options),
         Task::Test(options) => test::run(&options),
         Task::RecordFixtures => fixtures::run(),
+        Task::Bench(options) => bench::run(&options),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
