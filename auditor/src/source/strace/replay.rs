@@ -141,7 +141,7 @@ mod tests {
     use auditor_common::Counts;
 
     // A log of the workload `poll:1:4:1:1 select:1:-1 close:1:1 fork poll:1:2:0`, trimmed.
-    const LOG: &str = "9309  07:59:38.468226 poll([{fd=-1}, {fd=73, events=POLLIN}, {fd=5</dev/null>, events=POLLIN}, {fd=6</dev/null>, events=POLLIN}], 4, 0) = 3 ([{fd=73, revents=POLLNVAL}, {fd=5, revents=POLLIN}, {fd=6, revents=POLLIN}]) <0.000078>
+    pub(super) const LOG: &str = "9309  07:59:38.468226 poll([{fd=-1}, {fd=73, events=POLLIN}, {fd=5</dev/null>, events=POLLIN}, {fd=6</dev/null>, events=POLLIN}], 4, 0) = 3 ([{fd=73, revents=POLLNVAL}, {fd=5, revents=POLLIN}, {fd=6, revents=POLLIN}]) <0.000078>
 9309  07:59:38.468056 select(-1, 0x560058ac0bc0, NULL, NULL, {tv_sec=0, tv_usec=0}) = -1 EINVAL (Invalid argument) <0.000070>
 9309  07:59:38.469087 close(73</dev/null>) = 0 <0.000073>
 9309  07:59:38.469300 close(-1)         = -1 EBADF (Bad file descriptor) <0.000070>
@@ -192,4 +192,65 @@ mod tests {
         assert_eq!(file_pid(Path::new("/tmp/log.1234")), Some(1234));
         assert_eq!(file_pid(Path::new("/tmp/log")), None);
     }
+}
+
+#[cfg(test)]
+mod robustness {
+    use super::*;
+
+    /// A small deterministic generator (xorshift), so the test is the same on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// Real lines cut, spliced and sprinkled with the characters the parser cares about:
+    /// nothing panics, and every line is either counted or reported.
+    #[test]
+    fn mangled_lines_never_panic() {
+        let lines: Vec<&str> = tests::LOG.lines().chain(FIXTURE.lines()).collect();
+        let specials = [
+            '(', ')', '[', ']', '{', '}', '"', '\\', '<', '>', '=', ',', ' ', '?', '-', '.',
+        ];
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let mut log = String::new();
+        for _ in 0..20_000 {
+            let mut line: Vec<char> = lines[rng.below(lines.len())].chars().collect();
+            for _ in 0..rng.below(4) {
+                match rng.below(3) {
+                    0 if !line.is_empty() => {
+                        let at = rng.below(line.len());
+                        line.truncate(at);
+                    }
+                    1 => {
+                        let at = rng.below(line.len() + 1);
+                        line.insert(at, specials[rng.below(specials.len())]);
+                    }
+                    _ if !line.is_empty() => {
+                        let at = rng.below(line.len());
+                        line.remove(at);
+                    }
+                    _ => {}
+                }
+            }
+            log.extend(line);
+            log.push('\n');
+        }
+        let mut replay = Replay::default();
+        replay.ingest("mangled", log.as_bytes(), None);
+        let _ = replay.tally();
+        assert!(replay.unreadable() > 0);
+    }
+
+    const FIXTURE: &str = include_str!("../../../../fixtures/python-asyncio.log");
 }
