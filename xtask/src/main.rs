@@ -3,6 +3,7 @@
 mod bench;
 mod build;
 mod fixtures;
+mod fuzz;
 mod run;
 mod setup;
 mod test;
@@ -33,6 +34,8 @@ enum Task {
     RecordFixtures,
     /// Benchmarks, measured side by side with a reference (`ingest`: against `wc -l`).
     Bench(bench::Options),
+    /// Fuzz the strace parser for a bounded time (cargo-fuzz, nightly).
+    Fuzz(fuzz::Options),
 }
 
 /// Runs `command`, failing with the command line when it fails.
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Task::Test(options) => test::run(&options),
         Task::RecordFixtures => fixtures::run(),
         Task::Bench(options) => bench::run(&options),
+        Task::Fuzz(options) => fuzz::run(&options),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
