@@ -14,30 +14,29 @@ use crate::readiness::{epoll::EpollWaitCall, poll::PollCall, select::SelectCall}
 
 /// The top-level, comma-separated parts of an argument list (brackets and strings kept).
 pub fn split_args(args: &str) -> Vec<&str> {
+    // Every delimiter is ASCII: scan bytes (a UTF-8 continuation byte never equals one).
+    let bytes = args.as_bytes();
     let mut parts = Vec::new();
-    let (mut depth, mut start, mut in_string, mut escaped) = (0usize, 0, false, false);
-    for (i, c) in args.char_indices() {
-        if in_string {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
+    let (mut depth, mut start, mut i) = (0usize, 0, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
             }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            '(' | '[' | '{' => depth += 1,
-            ')' | ']' | '}' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                parts.push(args[start..i].trim());
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' if depth == 0 => {
+                parts.push(args[start..i].trim_ascii());
                 start = i + 1;
             }
             _ => {}
         }
+        i += 1;
     }
-    let last = args[start..].trim();
+    let last = args.get(start..).unwrap_or("").trim_ascii();
     if !last.is_empty() {
         parts.push(last);
     }
@@ -73,7 +72,7 @@ fn errno_value(name: &str) -> Option<i64> {
 
 /// `{key1=value, key2=value}` → the value of `key`.
 fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
+    let inner = text.trim_ascii().strip_prefix('{')?.strip_suffix('}')?;
     split_args(inner)
         .into_iter()
         .find_map(|part| part.strip_prefix(key)?.strip_prefix('='))
@@ -82,7 +81,7 @@ fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 /// An fd as strace prints it, `3` or `3</dev/null>`.
 fn fd(text: &str) -> Option<i32> {
     let end = text.find('<').unwrap_or(text.len());
-    text[..end].trim().parse().ok()
+    text[..end].trim_ascii().parse().ok()
 }
 
 /// `{tv_sec=0, tv_nsec=0}` (or tv_usec, for `timeval`), `NULL`, or an address.

@@ -62,12 +62,12 @@ pub enum LineError {
 /// Splits `[pid N] `, `N ` or `N<comm> ` (-Y) and timestamps (-t, -tt, -ttt, -r) off the
 /// front of a line.
 fn prefix(line: &str) -> (Option<u32>, &str) {
-    let mut rest = line.trim_start();
+    let mut rest = line.trim_ascii_start();
     let mut pid = None;
     if let Some(after) = rest.strip_prefix("[pid ") {
         if let Some((number, tail)) = after.split_once(']') {
-            pid = number.trim().parse().ok();
-            rest = tail.trim_start();
+            pid = number.trim_ascii().parse().ok();
+            rest = tail.trim_ascii_start();
         }
     } else {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
@@ -81,7 +81,7 @@ fn prefix(line: &str) -> (Option<u32>, &str) {
                 Some(end) => &after[end + 1..],
                 None => after,
             }
-            .trim_start();
+            .trim_ascii_start();
         }
     }
     // One timestamp, when present: digits with `:` and `.` only.
@@ -92,7 +92,7 @@ fn prefix(line: &str) -> (Option<u32>, &str) {
             .bytes()
             .all(|b| b.is_ascii_digit() || b == b'.' || b == b':');
     if is_timestamp {
-        rest = rest[token.len()..].trim_start();
+        rest = rest[token.len()..].trim_ascii_start();
     }
     (pid, rest)
 }
@@ -126,11 +126,11 @@ fn closing(text: &str, mut depth: usize) -> Option<usize> {
 
 /// ` = value [ERRNO] [detail]` after a call's arguments.
 fn return_value(text: &str) -> Result<Return<'_>, LineError> {
-    let text = text.trim_start();
+    let text = text.trim_ascii_start();
     let rest = text
         .strip_prefix('=')
         .ok_or(LineError::NoReturn)?
-        .trim_start();
+        .trim_ascii_start();
     // A returned fd may carry its path with no space before it (-y): `3</etc/passwd>`.
     let end = rest.find([' ', '<']).unwrap_or(rest.len());
     let (token, rest) = (&rest[..end], &rest[end..]);
@@ -145,7 +145,7 @@ fn return_value(text: &str) -> Result<Return<'_>, LineError> {
                 .map_err(|_| LineError::BadReturn(token.into()))?,
         )
     };
-    let rest = rest.trim_start();
+    let rest = rest.trim_ascii_start();
     let (word, after) = rest.split_once(' ').unwrap_or((rest, ""));
     let is_errno = word.len() > 1
         && word
@@ -160,7 +160,7 @@ fn return_value(text: &str) -> Result<Return<'_>, LineError> {
     Ok(Return {
         value,
         errno,
-        detail: detail.trim(),
+        detail: detail.trim_ascii(),
     })
 }
 
@@ -180,7 +180,7 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
         let close = closing(args, 1).ok_or(LineError::Unclosed)?;
         Event::Resumed {
             name,
-            args: args[..close].trim(),
+            args: args[..close].trim_ascii(),
             ret: return_value(&args[close + 1..])?,
         }
     } else {
@@ -193,7 +193,7 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
         if let Some(start) = args.strip_suffix("<unfinished ...>") {
             Event::Unfinished {
                 name,
-                args: start.trim(),
+                args: start.trim_ascii(),
             }
         } else {
             let close = closing(args, 1).ok_or(LineError::Unclosed)?;

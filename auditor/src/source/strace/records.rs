@@ -171,11 +171,16 @@ impl<R: BufRead> Iterator for Records<R> {
                     });
                 }
             }
-            let text = String::from_utf8_lossy(&self.buffer).into_owned();
-            if text.trim().is_empty() {
-                continue;
-            }
-            if let Some(item) = self.item(&text) {
+            // strace escapes what is not printable, so a line is almost always valid UTF-8
+            // and can be read in place; anything else is read with replacement characters.
+            let buffer = std::mem::take(&mut self.buffer);
+            let item = match std::str::from_utf8(&buffer) {
+                Ok(text) if text.trim_ascii().is_empty() => None,
+                Ok(text) => self.item(text),
+                Err(_) => self.item(&String::from_utf8_lossy(&buffer)),
+            };
+            self.buffer = buffer;
+            if let Some(item) = item {
                 return Some(item);
             }
         }
