@@ -15,6 +15,9 @@ pub struct Options {
 pub fn run(options: &Options) -> anyhow::Result<()> {
     let binary = build::run()?;
     let mut command = Command::new(binary);
+    // cargo sets LD_LIBRARY_PATH for what it runs; passed on, it would send the traced
+    // programs' dynamic loader through cargo's directories (dozens of failed opens).
+    command.env_remove("LD_LIBRARY_PATH");
     if options.args.is_empty() {
         command.arg("trace");
     } else {
