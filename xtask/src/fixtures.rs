@@ -7,13 +7,23 @@ use std::{collections::BTreeSet, path::Path, process::Command};
 use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
-use crate::{build, workspace_root};
+use crate::{build, exec, workspace_root};
 
 /// The syscalls the strace source decodes (as `auditor strace` traces them).
 const TRACED: &str = "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,epoll_pwait2,close";
 
+/// Where the throwaway sshd of the ssh fixture keeps its keys and configuration.
+const SSH_DIR: &str = "target/fixture-sshd";
+const SSH_PORT: &str = "2222";
+
 /// Name and shell command of each fixture; traffic stays on 127.0.0.1.
-const PROGRAMS: [(&str, &str); 2] = [
+const PROGRAMS: [(&str, &str); 3] = [
+    (
+        "ssh",
+        "ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no \
+         -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -i target/fixture-sshd/id \
+         -p 2222 root@127.0.0.1 true",
+    ),
     (
         "python-asyncio",
         "python3 fixtures/programs/asyncio_echo.py",
@@ -56,14 +66,61 @@ fn expected(report: &Value, pids: &BTreeSet<u64>) -> anyhow::Result<Value> {
     Ok(Value::Object(sites))
 }
 
+/// Starts a throwaway sshd on 127.0.0.1 that takes a throwaway key (installing
+/// openssh-server when missing); returns its pid.
+fn start_sshd(root: &Path) -> anyhow::Result<String> {
+    if !Path::new("/usr/sbin/sshd").exists() {
+        exec(Command::new("apt-get").args(["install", "-y", "-qq", "openssh-server"]))?;
+    }
+    let dir = root.join(SSH_DIR);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all("/run/sshd")?;
+    for key in ["host", "id"] {
+        exec(
+            Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(dir.join(key)),
+        )?;
+    }
+    std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys"))?;
+    let config = format!(
+        "ListenAddress 127.0.0.1\nPort {SSH_PORT}\nHostKey {dir}/host\nPidFile {dir}/pid\n\
+         AuthorizedKeysFile {dir}/authorized_keys\nStrictModes no\nUsePAM no\n\
+         PermitRootLogin prohibit-password\nPasswordAuthentication no\n",
+        dir = dir.display()
+    );
+    std::fs::write(dir.join("sshd_config"), config)?;
+    exec(
+        Command::new("/usr/sbin/sshd")
+            .arg("-f")
+            .arg(dir.join("sshd_config")),
+    )?;
+    // sshd writes its pid file once it listens.
+    for _ in 0..100 {
+        if let Ok(pid) = std::fs::read_to_string(dir.join("pid")) {
+            return Ok(pid.trim().to_string());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    bail!("sshd did not start")
+}
+
 pub fn run() -> anyhow::Result<()> {
     let auditor = build::run()?;
     let root = workspace_root();
+    let sshd = start_sshd(&root)?;
+    let recorded = record_all(&auditor, &root);
+    let _ = Command::new("kill").arg(&sshd).status();
+    recorded
+}
+
+fn record_all(auditor: &Path, root: &Path) -> anyhow::Result<()> {
     let dir = root.join("fixtures");
     for (name, program) in PROGRAMS {
         let log = dir.join(format!("{name}.log"));
         println!("recording {name}: {program}");
-        let output = Command::new(&auditor)
+        let output = Command::new(auditor)
             .args([
                 "trace",
                 "--format",
@@ -79,7 +136,7 @@ pub fn run() -> anyhow::Result<()> {
             .arg(&log)
             .args(["sh", "-c", program])
             .env("LANG", "C")
-            .current_dir(&root)
+            .current_dir(root)
             .output()
             .context("running auditor trace")?;
         if !output.status.success() {
