@@ -39,6 +39,10 @@ enum Command {
 /// How a report is written.
 #[derive(clap::Args)]
 struct OutputArgs {
+    /// Judge this hint instead of the catalogue's, as a patch would change it, e.g.
+    /// `poll.fd_not_open=unlikely`; repeatable.
+    #[arg(long, value_name = "SITE=HINT")]
+    propose: Vec<auditor::report::Proposal>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: FormatArg,
@@ -178,7 +182,8 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
         // The probe decides every catalogued site.
         |_| true,
     )
-    .with_notes(session.notes);
+    .with_notes(session.notes)
+    .with_proposals(&args.output.propose);
     let format = args.output.format.into();
     let mut stdout = std::io::stdout().lock();
     report
@@ -219,7 +224,8 @@ fn report_replay(
         &replay.tally(),
         auditor::source::strace::replay::decides,
     )
-    .with_notes(replay.notes());
+    .with_notes(replay.notes())
+    .with_proposals(&output.propose);
     let mut stdout = std::io::stdout().lock();
     report
         .render(output.format.into(), output.per_process, &mut stdout)

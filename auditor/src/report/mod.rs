@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::{
     kernel_src,
-    readiness::{self, SiteInfo},
+    readiness::{self, Hint, SiteInfo},
     tally::Tally,
     verdict::{self, Verdict},
 };
@@ -74,7 +74,45 @@ pub struct SiteReport {
     pub counts: Counts,
     /// Share of decided evaluations that took the branch, if any were decided.
     pub taken_share: Option<f64>,
+    /// A hint proposed for this site (`--propose`): the verdict judges it instead of the
+    /// catalogue's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proposed_hint: Option<Hint>,
     pub verdict: Verdict,
+}
+
+/// A hint to judge instead of the catalogue's, as a patch would change it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Proposal {
+    pub site: Site,
+    pub hint: Hint,
+}
+
+impl std::str::FromStr for Proposal {
+    type Err = String;
+
+    /// `poll.fd_not_open=unlikely`.
+    fn from_str(text: &str) -> Result<Proposal, String> {
+        let (id, hint) = text.split_once('=').ok_or_else(|| {
+            format!("`{text}`: expected SITE=HINT, e.g. poll.fd_not_open=unlikely")
+        })?;
+        let site = readiness::SITES
+            .iter()
+            .find(|info| info.id == id)
+            .ok_or_else(|| format!("`{id}` is not a site (see `auditor sites`)"))?
+            .site;
+        let hint = match hint {
+            "likely" => Hint::Likely,
+            "unlikely" => Hint::Unlikely,
+            "none" => Hint::None,
+            other => {
+                return Err(format!(
+                    "`{other}` is not a hint (likely, unlikely or none)"
+                ));
+            }
+        };
+        Ok(Proposal { site, hint })
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -147,6 +185,7 @@ impl Report {
                     measured,
                     counts,
                     taken_share: if measured { taken_share(&counts) } else { None },
+                    proposed_hint: None,
                     verdict,
                 }
             })
@@ -172,6 +211,21 @@ impl Report {
             missed_probe_runs: tally.missed_probe_runs(),
             notes,
         }
+    }
+
+    /// Judges the proposed hints instead of the catalogue's for their sites.
+    pub fn with_proposals(mut self, proposals: &[Proposal]) -> Report {
+        for proposal in proposals {
+            if let Some(site) = self.sites.iter_mut().find(|s| s.info.site == proposal.site) {
+                site.proposed_hint = Some(proposal.hint);
+                let kind = site.verdict.kind;
+                site.verdict = verdict::judge(proposal.hint, &site.counts);
+                if kind == verdict::VerdictKind::NotMeasured {
+                    site.verdict.kind = kind;
+                }
+            }
+        }
+        self
     }
 
     /// Adds the source's own notes (first: they qualify everything below them).
@@ -256,5 +310,70 @@ pub fn percent(share: f64) -> String {
         "<0.01%".to_string()
     } else {
         format!("{:.2}%", share * 100.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{tally::Process, verdict::VerdictKind};
+
+    #[test]
+    fn proposals_are_parsed_and_named_when_wrong() {
+        let proposal: Proposal = "poll.fd_not_open=unlikely".parse().unwrap();
+        assert_eq!(
+            (proposal.site, proposal.hint),
+            (Site::PollFdNotOpen, Hint::Unlikely)
+        );
+        assert!(
+            "poll.fd_not_open"
+                .parse::<Proposal>()
+                .unwrap_err()
+                .contains("SITE=HINT")
+        );
+        assert!(
+            "nope=likely"
+                .parse::<Proposal>()
+                .unwrap_err()
+                .contains("not a site")
+        );
+        assert!(
+            "close.ok=maybe"
+                .parse::<Proposal>()
+                .unwrap_err()
+                .contains("not a hint")
+        );
+    }
+
+    #[test]
+    fn a_proposed_hint_is_judged_instead() {
+        let mut tally = Tally::default();
+        let process = Process {
+            pid: 1,
+            comm: "p".into(),
+        };
+        tally.add(process, Site::PollFdNotOpen, &Counts::new(0, 1000, 0));
+        let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| true);
+        assert_eq!(
+            report.site(Site::PollFdNotOpen).verdict.kind,
+            VerdictKind::Candidate
+        );
+        let proposal = Proposal {
+            site: Site::PollFdNotOpen,
+            hint: Hint::Unlikely,
+        };
+        let report = report.with_proposals(&[proposal]);
+        let site = report.site(Site::PollFdNotOpen);
+        assert_eq!(
+            (site.proposed_hint, site.verdict.kind),
+            (Some(Hint::Unlikely), VerdictKind::Holds)
+        );
+        // A site the source does not measure stays unmeasured.
+        let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| false)
+            .with_proposals(&[proposal]);
+        assert_eq!(
+            report.site(Site::PollFdNotOpen).verdict.kind,
+            VerdictKind::NotMeasured
+        );
     }
 }

@@ -114,6 +114,10 @@ fn hint_text(info: &SiteInfo) -> String {
 
 fn site_row(site: &SiteReport) -> [String; 10] {
     let verdict = &site.verdict;
+    let hint = match site.proposed_hint {
+        Some(hint) => format!("{} (proposed)", hint.name()),
+        None => hint_text(site.info),
+    };
     let interval = if site.taken_share.is_some() && site.measured {
         format!(
             "{} .. {}",
@@ -134,7 +138,7 @@ fn site_row(site: &SiteReport) -> [String; 10] {
         site.info.id.to_string(),
         site.info.function.to_string(),
         site.info.condition.to_string(),
-        hint_text(site.info),
+        hint,
         count(site.counts.taken),
         count(site.counts.not_taken),
         count(site.counts.unreadable),
