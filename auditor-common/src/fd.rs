@@ -35,7 +35,7 @@ pub const fn table_shared(files_count: u32) -> bool {
 }
 
 /// The syscalls whose `alloc_fd` calls the probe follows.
-pub const ALLOCATING: [crate::Syscall; 9] = [
+pub const ALLOCATING: [crate::Syscall; 11] = [
     crate::Syscall::Open,
     crate::Syscall::Openat,
     crate::Syscall::Openat2,
@@ -45,6 +45,8 @@ pub const ALLOCATING: [crate::Syscall; 9] = [
     crate::Syscall::Eventfd2,
     crate::Syscall::EpollCreate1,
     crate::Syscall::Socket,
+    crate::Syscall::Accept,
+    crate::Syscall::Accept4,
 ];
 
 /// The fd table as an `alloc_fd` call finds it.
@@ -100,6 +102,10 @@ pub enum Allocator {
     Anon = 3,
     /// socket: the socket is created first (any error); ENFILE and ENOMEM after too.
     Socket = 4,
+    /// accept, accept4: the listening fd (EBADF) and the flags (EINVAL) come first; the fd
+    /// is allocated before waiting for a connection, so every later error (EAGAIN,
+    /// ENOTSOCK, EINTR, ...) comes after it.
+    Accept = 5,
 }
 
 impl Allocator {
@@ -109,7 +115,8 @@ impl Allocator {
             1 => Allocator::Dup,
             2 => Allocator::DupFd,
             3 => Allocator::Anon,
-            _ => Allocator::Socket,
+            4 => Allocator::Socket,
+            _ => Allocator::Accept,
         }
     }
 
@@ -135,6 +142,10 @@ impl Allocator {
             Allocator::Anon if e == errno::EINVAL => AllocOutcome::NotReached,
             Allocator::Socket if e == errno::ENFILE || e == errno::ENOMEM => AllocOutcome::Maybe,
             Allocator::Socket => AllocOutcome::NotReached,
+            Allocator::Accept if e == errno::EBADF || e == errno::EINVAL => {
+                AllocOutcome::NotReached
+            }
+            Allocator::Accept => AllocOutcome::Reached(AllocResult::Unknown),
             Allocator::Dup | Allocator::DupFd | Allocator::Anon => AllocOutcome::Maybe,
         }
     }
@@ -358,12 +369,21 @@ mod tests {
             Allocator::Socket.outcome(e(errno::EAFNOSUPPORT), false),
             NotReached
         );
+        assert_eq!(
+            Allocator::Accept.outcome(e(11), false),
+            Reached(AllocResult::Unknown)
+        );
+        assert_eq!(
+            Allocator::Accept.outcome(e(errno::EBADF), false),
+            NotReached
+        );
         for a in [
             Allocator::Open,
             Allocator::Dup,
             Allocator::DupFd,
             Allocator::Anon,
             Allocator::Socket,
+            Allocator::Accept,
         ] {
             assert_eq!(Allocator::from_u32(a as u32), a);
         }

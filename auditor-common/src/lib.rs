@@ -240,6 +240,8 @@ pub enum Syscall {
     Eventfd2 = 18,
     EpollCreate1 = 19,
     Socket = 20,
+    Accept = 21,
+    Accept4 = 22,
 }
 
 impl Syscall {
@@ -265,6 +267,8 @@ impl Syscall {
         Syscall::Eventfd2,
         Syscall::EpollCreate1,
         Syscall::Socket,
+        Syscall::Accept,
+        Syscall::Accept4,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -290,12 +294,14 @@ impl Syscall {
             Syscall::Eventfd2 => "eventfd2",
             Syscall::EpollCreate1 => "epoll_create1",
             Syscall::Socket => "socket",
+            Syscall::Accept => "accept",
+            Syscall::Accept4 => "accept4",
         }
     }
 }
 
 /// Number of followed syscalls.
-pub const SYSCALL_COUNT: usize = 21;
+pub const SYSCALL_COUNT: usize = 23;
 
 /// Names of the probe's load-time globals, set by the loader with `override_global`.
 pub mod globals {

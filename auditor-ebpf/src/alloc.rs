@@ -1,5 +1,6 @@
 //! fd allocation: the branches of `alloc_fd` and `find_next_fd` for the syscalls that
-//! allocate one fd. Entry reads the fd table as the allocation will find it (next_fd,
+//! allocate one fd (open, openat, openat2, creat, dup, fcntl F_DUPFD, eventfd2,
+//! epoll_create1, socket, accept, accept4). Entry reads the fd table as the allocation will find it (next_fd,
 //! max_fds, the open-fd word it starts in, RLIMIT_NOFILE); exit learns from the return
 //! value whether the allocation ran and which fd it found, and replays the branches with
 //! `auditor_common::fd::alloc_evaluations`.
@@ -154,6 +155,18 @@ pub fn epoll_create1_enter(_ctx: TracePointContext) -> u32 {
     0
 }
 
+#[tracepoint(category = "syscalls", name = "sys_enter_accept")]
+pub fn accept_enter(_ctx: TracePointContext) -> u32 {
+    enter(Syscall::Accept, Allocator::Accept, 0, 0);
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_accept4")]
+pub fn accept4_enter(_ctx: TracePointContext) -> u32 {
+    enter(Syscall::Accept4, Allocator::Accept, 0, 0);
+    0
+}
+
 #[tracepoint(category = "syscalls", name = "sys_enter_socket")]
 pub fn socket_enter(_ctx: TracePointContext) -> u32 {
     enter(Syscall::Socket, Allocator::Socket, 0, 0);
@@ -182,4 +195,6 @@ exits! {
     eventfd2_exit => "sys_exit_eventfd2",
     epoll_create1_exit => "sys_exit_epoll_create1",
     socket_exit => "sys_exit_socket",
+    accept_exit => "sys_exit_accept",
+    accept4_exit => "sys_exit_accept4",
 }

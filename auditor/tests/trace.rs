@@ -212,7 +212,8 @@ fn pid_target_counts_its_threads_and_ends_with_it() {
 fn fd_allocation_sequence_matches_the_model() {
     assert_attached_exact(
         "wait open:200 close-fd:70 close-fd:71 close-fd:130 close-fd:199 close-fd:260 open:6 \
-         dupfd:2:300 dup:3 open-enoent:2 close:2:0 open-emfile:3 open:1",
+         dupfd:2:300 dup:3 open-enoent:2 close:2:0 open-emfile:3 open:1 \
+         accept-eagain:3 open:1",
     );
 }
 

@@ -22,7 +22,7 @@ use crate::{
 static PROBE_ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/auditor-probe"));
 
 /// Every program of the probe and the tracepoint it attaches to.
-const PROGRAMS: [(&str, &str, &str); 39] = [
+const PROGRAMS: [(&str, &str, &str); 43] = [
     ("process_fork", "sched", "sched_process_fork"),
     ("process_exec", "sched", "sched_process_exec"),
     ("select_enter", "syscalls", "sys_enter_select"),
@@ -62,6 +62,10 @@ const PROGRAMS: [(&str, &str, &str); 39] = [
     ("epoll_create1_exit", "syscalls", "sys_exit_epoll_create1"),
     ("socket_enter", "syscalls", "sys_enter_socket"),
     ("socket_exit", "syscalls", "sys_exit_socket"),
+    ("accept_enter", "syscalls", "sys_enter_accept"),
+    ("accept_exit", "syscalls", "sys_exit_accept"),
+    ("accept4_enter", "syscalls", "sys_enter_accept4"),
+    ("accept4_exit", "syscalls", "sys_exit_accept4"),
 ];
 
 /// Where the task state the probe reads lies in the running kernel's structs.

@@ -245,6 +245,18 @@ impl Expected {
                     assert!(result.is_err(), "EMFILE expected");
                 });
             }
+            Step::AcceptNone { calls } => {
+                self.calls[Syscall::Socket as usize] += 1;
+                self.calls[Syscall::Accept4 as usize] += u64::from(calls);
+                self.allocations(task, 1, |task, recorder| {
+                    task.open(recorder).expect("room for an fd");
+                });
+                // Each accept allocates the fd, finds no connection and releases it.
+                self.allocations(task, calls, |task, recorder| {
+                    let fd = task.open(recorder).expect("room for an fd");
+                    task.close(fd);
+                });
+            }
             Step::Dup { calls } => {
                 self.calls[Syscall::Dup as usize] += u64::from(calls);
                 self.allocations(task, calls, |task, recorder| {

@@ -159,6 +159,7 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
                 // SAFETY: the step names an fd the workload opened.
                 unsafe { libc::syscall(libc::SYS_close, fd) }
             }),
+            Step::AcceptNone { calls } => accept_none(calls),
             Step::Sleep { millis } => {
                 std::thread::sleep(std::time::Duration::from_millis(millis));
                 Ok(())
@@ -266,6 +267,42 @@ fn ready_epoll() -> anyhow::Result<RawFd> {
     std::mem::forget(event);
     std::mem::forget(epoll);
     Ok(fd)
+}
+
+/// A non-blocking listening socket on 127.0.0.1 (port chosen by the kernel), then
+/// `calls` accepts that find no connection.
+fn accept_none(calls: u32) -> anyhow::Result<()> {
+    // SAFETY: plain socket calls on a socket this function owns; the address outlives them.
+    unsafe {
+        let socket = libc::syscall(
+            libc::SYS_socket,
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK,
+            0,
+        );
+        ensure!(socket >= 0, "socket failed");
+        let address = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let size = std::mem::size_of::<libc::sockaddr_in>();
+        ensure!(
+            libc::syscall(libc::SYS_bind, socket, &raw const address, size) == 0,
+            "bind failed"
+        );
+        ensure!(
+            libc::syscall(libc::SYS_listen, socket, 1) == 0,
+            "listen failed"
+        );
+        let null = std::ptr::null_mut::<libc::c_void>();
+        repeat(calls, Some(libc::EAGAIN), || {
+            libc::syscall(libc::SYS_accept4, socket, null, null, 0)
+        })
+    }
 }
 
 /// Runs `body` with the soft RLIMIT_NOFILE at the first free fd, then restores it.
