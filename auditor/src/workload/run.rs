@@ -209,8 +209,11 @@ impl Fds {
         // dup2 places every fd exactly, whatever the workload inherited, and does not go
         // through fd allocation.
         let null = std::fs::File::open("/dev/null")?.into_raw_fd();
-        for fd in 3..=layout.highest_pool_fd {
-            if fd != null {
+        for fd in 0..=layout.highest_pool_fd {
+            // Fds 0-2 stay as inherited when open (a run without stdin has them closed).
+            // SAFETY: F_GETFD only reads the fd's flags.
+            let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;
+            if fd != null && (fd >= 3 || !open) {
                 // SAFETY: dup2 onto an fd number this process owns from now on.
                 ensure!(unsafe { libc::dup2(null, fd) } == fd, "dup2 to {fd} failed");
             }
