@@ -43,6 +43,9 @@ struct OutputArgs {
     /// `poll.fd_not_open=unlikely`; repeatable.
     #[arg(long, value_name = "SITE=HINT")]
     propose: Vec<auditor::report::Proposal>,
+    /// Show only this site (e.g. poll.fd_negative); repeatable. For a commit message.
+    #[arg(long = "site", value_name = "SITE", value_parser = parse_site)]
+    sites: Vec<auditor_common::Site>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: FormatArg,
@@ -124,6 +127,14 @@ struct TraceArgs {
     command: Vec<OsString>,
 }
 
+fn parse_site(id: &str) -> Result<auditor_common::Site, String> {
+    auditor::readiness::SITES
+        .iter()
+        .find(|info| info.id == id)
+        .map(|info| info.site)
+        .ok_or_else(|| format!("`{id}` is not a site (see `auditor sites`)"))
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
         (n, 0.001)
@@ -183,7 +194,8 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
         |_| true,
     )
     .with_notes(session.notes)
-    .with_proposals(&args.output.propose);
+    .with_proposals(&args.output.propose)
+    .only(&args.output.sites);
     let format = args.output.format.into();
     let mut stdout = std::io::stdout().lock();
     report
@@ -225,7 +237,8 @@ fn report_replay(
         auditor::source::strace::replay::decides,
     )
     .with_notes(replay.notes())
-    .with_proposals(&output.propose);
+    .with_proposals(&output.propose)
+    .only(&output.sites);
     let mut stdout = std::io::stdout().lock();
     report
         .render(output.format.into(), output.per_process, &mut stdout)

@@ -142,6 +142,12 @@ pub struct Report {
     pub missed_probe_runs: u64,
     /// What the reader must know to trust the numbers.
     pub notes: Vec<String>,
+    /// The notes before the sites' own (the source's, how counts are taken) and after
+    /// them (what the probe missed); `notes` is made of these and the shown sites'.
+    #[serde(skip)]
+    leading_notes: Vec<String>,
+    #[serde(skip)]
+    trailing_notes: Vec<String>,
 }
 
 fn taken_share(counts: &Counts) -> Option<f64> {
@@ -199,8 +205,8 @@ impl Report {
                 counts: *counts,
             })
             .collect();
-        let notes = notes(tally, &sites);
-        Report {
+        let (leading_notes, trailing_notes) = tally_notes(tally);
+        let mut report = Report {
             version: JSON_VERSION,
             source,
             target,
@@ -209,8 +215,12 @@ impl Report {
             sites,
             processes,
             missed_probe_runs: tally.missed_probe_runs(),
-            notes,
-        }
+            notes: Vec::new(),
+            leading_notes,
+            trailing_notes,
+        };
+        report.refresh_notes();
+        report
     }
 
     /// Judges the proposed hints instead of the catalogue's for their sites.
@@ -228,9 +238,28 @@ impl Report {
         self
     }
 
+    /// Keeps only `sites` (all when empty), in their rows and per-process rows.
+    pub fn only(mut self, sites: &[Site]) -> Report {
+        if !sites.is_empty() {
+            self.sites.retain(|s| sites.contains(&s.info.site));
+            let ids: Vec<&str> = self.sites.iter().map(|s| s.info.id).collect();
+            self.processes.retain(|p| ids.contains(&p.site));
+            self.refresh_notes();
+        }
+        self
+    }
+
+    fn refresh_notes(&mut self) {
+        let mut notes = self.leading_notes.clone();
+        notes.extend(site_notes(&self.sites));
+        notes.extend(self.trailing_notes.iter().cloned());
+        self.notes = notes;
+    }
+
     /// Adds the source's own notes (first: they qualify everything below them).
     pub fn with_notes(mut self, notes: Vec<String>) -> Report {
-        self.notes.splice(0..0, notes);
+        self.leading_notes.splice(0..0, notes);
+        self.refresh_notes();
         self
     }
 
@@ -255,7 +284,8 @@ impl Report {
     }
 }
 
-fn notes(tally: &Tally, sites: &[SiteReport]) -> Vec<String> {
+/// Notes on how the tally's counts were taken: before the sites' notes, and after them.
+fn tally_notes(tally: &Tally) -> (Vec<String>, Vec<String>) {
     let mut notes = Vec::new();
     if tally.total_calls() > 0 {
         notes.push(
@@ -265,6 +295,28 @@ fn notes(tally: &Tally, sites: &[SiteReport]) -> Vec<String> {
                 .to_string(),
         );
     }
+    let leading = std::mem::take(&mut notes);
+    if tally.missed_probe_runs() > 0 {
+        notes.push(format!(
+            "The kernel skipped {} runs of the probe (another BPF program was running on the \
+             same CPU): up to that many calls are missing from the counts.",
+            tally.missed_probe_runs()
+        ));
+    }
+    for (site, counts) in tally.unattributed() {
+        notes.push(format!(
+            "{}: {} evaluations are in the totals but not attributed to a process (the \
+             per-process table was full).",
+            readiness::info(site).id,
+            counts.total()
+        ));
+    }
+    (leading, notes)
+}
+
+/// Notes on the shown sites: which are not measured, which have undecided evaluations.
+fn site_notes(sites: &[SiteReport]) -> Vec<String> {
+    let mut notes = Vec::new();
     let unmeasured: Vec<&str> = sites
         .iter()
         .filter(|s| !s.measured)
@@ -284,21 +336,6 @@ fn notes(tally: &Tally, sites: &[SiteReport]) -> Vec<String> {
             "{}: {} evaluations could not be decided (memory the source could not read, or a \
              return value that does not tell); verdict bounds count them both ways.",
             site.info.id, site.counts.unreadable
-        ));
-    }
-    if tally.missed_probe_runs() > 0 {
-        notes.push(format!(
-            "The kernel skipped {} runs of the probe (another BPF program was running on the \
-             same CPU): up to that many calls are missing from the counts.",
-            tally.missed_probe_runs()
-        ));
-    }
-    for (site, counts) in tally.unattributed() {
-        notes.push(format!(
-            "{}: {} evaluations are in the totals but not attributed to a process (the \
-             per-process table was full).",
-            readiness::info(site).id,
-            counts.total()
         ));
     }
     notes
@@ -343,6 +380,26 @@ mod tests {
                 .unwrap_err()
                 .contains("not a hint")
         );
+    }
+
+    #[test]
+    fn only_some_sites_and_their_notes() {
+        let mut tally = Tally::default();
+        let process = Process {
+            pid: 1,
+            comm: "p".into(),
+        };
+        tally.add(process.clone(), Site::PollFdNotOpen, &Counts::new(1, 2, 3));
+        tally.add(process, Site::CloseOk, &Counts::new(4, 0, 5));
+        tally.add_calls(auditor_common::Syscall::Poll, 1);
+        let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| true)
+            .with_notes(vec!["from the source".into()])
+            .only(&[Site::CloseOk]);
+        assert_eq!(report.sites.len(), 1);
+        assert!(report.processes.iter().all(|p| p.site == "close.ok"));
+        assert_eq!(report.notes.len(), 3, "{:?}", report.notes);
+        assert_eq!(report.notes[0], "from the source");
+        assert!(report.notes[2].starts_with("close.ok: 5 evaluations"));
     }
 
     #[test]
