@@ -35,7 +35,7 @@ pub const fn table_shared(files_count: u32) -> bool {
 }
 
 /// The syscalls whose `alloc_fd` calls the probe follows.
-pub const ALLOCATING: [crate::Syscall; 11] = [
+pub const ALLOCATING: [crate::Syscall; 14] = [
     crate::Syscall::Open,
     crate::Syscall::Openat,
     crate::Syscall::Openat2,
@@ -47,6 +47,9 @@ pub const ALLOCATING: [crate::Syscall; 11] = [
     crate::Syscall::Socket,
     crate::Syscall::Accept,
     crate::Syscall::Accept4,
+    crate::Syscall::Pipe,
+    crate::Syscall::Pipe2,
+    crate::Syscall::Socketpair,
 ];
 
 /// The fd table as an `alloc_fd` call finds it.
@@ -149,6 +152,90 @@ impl Allocator {
             Allocator::Dup | Allocator::DupFd | Allocator::Anon => AllocOutcome::Maybe,
         }
     }
+}
+
+/// The syscalls that allocate two fds and write them to user memory, by what fails before.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairAllocator {
+    /// pipe, pipe2: flags (EINVAL) and the pipe's files (ENFILE, ENOMEM) come first; the
+    /// fds are written after both allocations (EFAULT releases them).
+    Pipe = 0,
+    /// socketpair: flags (EINVAL) first; both fds are allocated and written before the
+    /// sockets are made, so later errors still leave them in user memory.
+    SocketPair = 1,
+}
+
+impl PairAllocator {
+    pub const fn from_u32(value: u32) -> PairAllocator {
+        match value {
+            0 => PairAllocator::Pipe,
+            _ => PairAllocator::SocketPair,
+        }
+    }
+
+    /// Whether both allocations ran with their fds in user memory (Some(true)), did not
+    /// run (Some(false)), or the return value does not tell (None: EMFILE from either,
+    /// EFAULT).
+    pub const fn fds_written(self, ret: i64) -> Option<bool> {
+        if ret == 0 {
+            return Some(true);
+        }
+        let e = -ret;
+        if e == errno::EMFILE || e == errno::EFAULT {
+            return None;
+        }
+        match self {
+            PairAllocator::Pipe => Some(false),
+            PairAllocator::SocketPair => Some(e != errno::EINVAL),
+        }
+    }
+}
+
+/// A word of open fds consistent with an allocation from `from` finding `found`: the lowest
+/// free fd from `from` is `found`, so the fds between are open (and, past `found`'s word,
+/// the rest of `from`'s word).
+const fn word_before(from: u32, found: u32) -> u64 {
+    let from_bit = from % BITS_PER_LONG;
+    let below_from = (1u64 << from_bit) - 1;
+    if found / BITS_PER_LONG == from / BITS_PER_LONG {
+        let up_to_found = (1u64 << (found % BITS_PER_LONG)) - 1;
+        up_to_found & !below_from
+    } else {
+        !below_from
+    }
+}
+
+/// Both allocations of a call that allocates two fds, which it found to be `first` and
+/// `second`: the second starts where the first left `next_fd` (first + 1), on a table
+/// that may have grown, and the fds it passed over were open.
+pub fn pair_evaluations(table: &AllocStart, first: u32, second: u32) -> AllocCounts {
+    let mut counts = alloc_evaluations(table, AllocOutcome::Reached(AllocResult::Fd(first)));
+    let max_fds = if first >= table.max_fds {
+        let grown = (first + 1).next_power_of_two();
+        if grown > table.nr_open {
+            table.nr_open
+        } else {
+            grown
+        }
+    } else {
+        table.max_fds
+    };
+    let next_fd = first + 1;
+    let then = AllocStart {
+        start: 0,
+        next_fd,
+        max_fds,
+        nr_open: table.nr_open,
+        word: word_before(next_fd, second),
+        end: table.end,
+    };
+    let second_counts = alloc_evaluations(&then, AllocOutcome::Reached(AllocResult::Fd(second)));
+    counts.below_max.add(&second_counts.below_max);
+    counts.fast_path.add(&second_counts.fast_path);
+    counts.table_full.add(&second_counts.table_full);
+    counts.emfile.add(&second_counts.emfile);
+    counts
 }
 
 /// The four branch sites of one `alloc_fd` call.
@@ -338,6 +425,32 @@ mod tests {
         assert_eq!(
             alloc_evaluations(&limited, AllocOutcome::Maybe).below_max,
             Counts::new(0, 0, 1)
+        );
+    }
+
+    #[test]
+    fn pairs_of_allocations() {
+        // fds 0-2 open, next_fd 3: pipe gets 3 and 4, both in word 0.
+        let counts = pair_evaluations(&start(3, 64, 0b111), 3, 4);
+        assert_eq!(counts.fast_path, Counts::new(2, 0, 0));
+        assert_eq!(counts.table_full, Counts::new(0, 2, 0));
+        // The first takes fd 63, the last of word 0: the second starts at 64 = max_fds,
+        // so the table grows (and the second pass searches it).
+        let counts = pair_evaluations(&start(63, 64, !(1u64 << 63)), 63, 64);
+        assert_eq!(counts.below_max, Counts::new(2, 1, 0));
+        assert_eq!(counts.table_full, Counts::new(1, 2, 0));
+        assert_eq!(word_before(3, 5), 0b11000);
+        assert_eq!(word_before(62, 70), !((1u64 << 62) - 1));
+        assert_eq!(PairAllocator::Pipe.fds_written(0), Some(true));
+        assert_eq!(PairAllocator::Pipe.fds_written(-errno::EINVAL), Some(false));
+        assert_eq!(PairAllocator::Pipe.fds_written(-errno::EMFILE), None);
+        assert_eq!(
+            PairAllocator::SocketPair.fds_written(-errno::EAFNOSUPPORT),
+            Some(true)
+        );
+        assert_eq!(
+            PairAllocator::SocketPair.fds_written(-errno::EINVAL),
+            Some(false)
         );
     }
 

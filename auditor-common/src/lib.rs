@@ -242,6 +242,9 @@ pub enum Syscall {
     Socket = 20,
     Accept = 21,
     Accept4 = 22,
+    Pipe = 23,
+    Pipe2 = 24,
+    Socketpair = 25,
 }
 
 impl Syscall {
@@ -269,6 +272,9 @@ impl Syscall {
         Syscall::Socket,
         Syscall::Accept,
         Syscall::Accept4,
+        Syscall::Pipe,
+        Syscall::Pipe2,
+        Syscall::Socketpair,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -296,12 +302,15 @@ impl Syscall {
             Syscall::Socket => "socket",
             Syscall::Accept => "accept",
             Syscall::Accept4 => "accept4",
+            Syscall::Pipe => "pipe",
+            Syscall::Pipe2 => "pipe2",
+            Syscall::Socketpair => "socketpair",
         }
     }
 }
 
 /// Number of followed syscalls.
-pub const SYSCALL_COUNT: usize = 23;
+pub const SYSCALL_COUNT: usize = 26;
 
 /// Names of the probe's load-time globals, set by the loader with `override_global`.
 pub mod globals {

@@ -1,13 +1,13 @@
 //! fd allocation: the branches of `alloc_fd` and `find_next_fd` for the syscalls that
 //! allocate one fd (open, openat, openat2, creat, dup, fcntl F_DUPFD, eventfd2,
-//! epoll_create1, socket, accept, accept4). Entry reads the fd table as the allocation will find it (next_fd,
+//! epoll_create1, socket, accept, accept4) and two (pipe, pipe2, socketpair). Entry reads the fd table as the allocation will find it (next_fd,
 //! max_fds, the open-fd word it starts in, RLIMIT_NOFILE); exit learns from the return
 //! value whether the allocation ran and which fd it found, and replays the branches with
 //! `auditor_common::fd::alloc_evaluations`.
 
 use auditor_common::{
     Site, Syscall,
-    fd::{self, AllocStart, Allocator},
+    fd::{self, AllocStart, Allocator, PairAllocator},
 };
 use aya_ebpf::{
     macros::{map, tracepoint},
@@ -29,6 +29,10 @@ struct PendingAlloc {
     /// 1 when the table could be read.
     table_read: u32,
     syscall: u32,
+    /// For pipe, pipe2 and socketpair (two allocations): a `PairAllocator` plus one (0 for
+    /// one allocation), and the user address they write the two fds to.
+    pair: u32,
+    fds: u64,
 }
 
 #[map]
@@ -39,7 +43,10 @@ const F_DUPFD: u64 = 0;
 const F_DUPFD_CLOEXEC: u64 = 1030;
 
 fn record(table: &AllocStart, outcome: fd::AllocOutcome) {
-    let counts = fd::alloc_evaluations(table, outcome);
+    record_counts(&fd::alloc_evaluations(table, outcome));
+}
+
+fn record_counts(counts: &fd::AllocCounts) {
     tally::record(Site::FdBelowMax, &counts.below_max);
     tally::record(Site::FdFastPath, &counts.fast_path);
     tally::record(Site::FdTableFull, &counts.table_full);
@@ -48,6 +55,17 @@ fn record(table: &AllocStart, outcome: fd::AllocOutcome) {
 
 /// Notes an allocation that starts at `start`; `name` is open's path (0 for others).
 fn enter(syscall: Syscall, allocator: Allocator, start: u32, name: u64) {
+    enter_with(syscall, allocator as u32, start, name, 0, 0);
+}
+
+/// Notes the two allocations of pipe, pipe2 or socketpair, which write the fds to `fds`.
+fn enter_pair(syscall: Syscall, allocator: PairAllocator, fds: u64) {
+    enter_with(syscall, 0, 0, 0, allocator as u32 + 1, fds);
+}
+
+// Inlined: BPF functions take at most five arguments.
+#[inline(always)]
+fn enter_with(syscall: Syscall, allocator: u32, start: u32, name: u64, pair: u32, fds: u64) {
     if !target::is_traced() {
         return;
     }
@@ -55,10 +73,12 @@ fn enter(syscall: Syscall, allocator: Allocator, start: u32, name: u64) {
     let empty_name = name != 0 && args::read_user::<u8>(name) == Some(0);
     let pending = PendingAlloc {
         table: table.unwrap_or_default(),
-        allocator: allocator as u32,
+        allocator,
         empty_name: u32::from(empty_name),
         table_read: u32::from(table.is_some()),
         syscall: syscall as u32,
+        pair,
+        fds,
     };
     if PENDING_ALLOC.insert(current_tid(), pending, 0).is_err() {
         record(&AllocStart::default(), fd::AllocOutcome::Maybe);
@@ -73,6 +93,40 @@ fn exit(ctx: &TracePointContext) {
     };
     let _ = PENDING_ALLOC.remove(tid);
     let ret = field(ctx, EXIT_RET) as i64;
+    if pending.pair != 0 {
+        exit_pair(&pending, ret);
+    } else {
+        exit_single(&pending, ret);
+    }
+    if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
+        tally::call(*syscall);
+    }
+}
+
+fn exit_pair(pending: &PendingAlloc, ret: i64) {
+    let allocator = PairAllocator::from_u32(pending.pair - 1);
+    let written = match allocator.fds_written(ret) {
+        Some(false) => return,
+        Some(true) => args::read_user::<[i32; 2]>(pending.fds),
+        None => None,
+    };
+    match written {
+        Some([first, second]) if pending.table_read != 0 => {
+            record_counts(&fd::pair_evaluations(
+                &pending.table,
+                first as u32,
+                second as u32,
+            ));
+        }
+        // Both ran (or may have), on a table or with fds the probe could not read.
+        _ => {
+            record(&AllocStart::default(), fd::AllocOutcome::Maybe);
+            record(&AllocStart::default(), fd::AllocOutcome::Maybe);
+        }
+    }
+}
+
+fn exit_single(pending: &PendingAlloc, ret: i64) {
     let allocator = Allocator::from_u32(pending.allocator);
     let outcome = allocator.outcome(ret, pending.empty_name != 0);
     if pending.table_read != 0 {
@@ -81,9 +135,6 @@ fn exit(ctx: &TracePointContext) {
         // It ran (or may have) on a table the probe could not read.
         record(&AllocStart::default(), fd::AllocOutcome::Maybe);
     }
-    if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
-        tally::call(*syscall);
-    }
 }
 
 // Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_*/format.
@@ -91,6 +142,8 @@ const OPEN_NAME: usize = 16;
 const OPENAT_NAME: usize = 24;
 const FCNTL_CMD: usize = 24;
 const FCNTL_ARG: usize = 32;
+const PIPE_FDS: usize = 16;
+const SOCKETPAIR_FDS: usize = 40;
 
 #[tracepoint(category = "syscalls", name = "sys_enter_open")]
 pub fn open_enter(ctx: TracePointContext) -> u32 {
@@ -167,6 +220,28 @@ pub fn accept4_enter(_ctx: TracePointContext) -> u32 {
     0
 }
 
+#[tracepoint(category = "syscalls", name = "sys_enter_pipe")]
+pub fn pipe_enter(ctx: TracePointContext) -> u32 {
+    enter_pair(Syscall::Pipe, PairAllocator::Pipe, field(&ctx, PIPE_FDS));
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_pipe2")]
+pub fn pipe2_enter(ctx: TracePointContext) -> u32 {
+    enter_pair(Syscall::Pipe2, PairAllocator::Pipe, field(&ctx, PIPE_FDS));
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_socketpair")]
+pub fn socketpair_enter(ctx: TracePointContext) -> u32 {
+    enter_pair(
+        Syscall::Socketpair,
+        PairAllocator::SocketPair,
+        field(&ctx, SOCKETPAIR_FDS),
+    );
+    0
+}
+
 #[tracepoint(category = "syscalls", name = "sys_enter_socket")]
 pub fn socket_enter(_ctx: TracePointContext) -> u32 {
     enter(Syscall::Socket, Allocator::Socket, 0, 0);
@@ -197,4 +272,7 @@ exits! {
     socket_exit => "sys_exit_socket",
     accept_exit => "sys_exit_accept",
     accept4_exit => "sys_exit_accept4",
+    pipe_exit => "sys_exit_pipe",
+    pipe2_exit => "sys_exit_pipe2",
+    socketpair_exit => "sys_exit_socketpair",
 }

@@ -213,7 +213,7 @@ fn fd_allocation_sequence_matches_the_model() {
     assert_attached_exact(
         "wait open:200 close-fd:70 close-fd:71 close-fd:130 close-fd:199 close-fd:260 open:6 \
          dupfd:2:300 dup:3 open-enoent:2 close:2:0 open-emfile:3 open:1 \
-         accept-eagain:3 open:1",
+         accept-eagain:3 open:1 pipe:40 socketpair:2 close-fd:3 pipe:1",
     );
 }
 

@@ -7,8 +7,8 @@ use super::{
     Decided, Hint, Recorder, SiteInfo, Unit, branch, likely, unlikely, written, written_negated,
 };
 
-/// The syscalls whose `alloc_fd` calls are counted (others allocate too: pipe2,
-/// socketpair, memfd_create, ...; dup2 and dup3 do not).
+/// The syscalls whose `alloc_fd` calls are counted (others allocate too: memfd_create,
+/// timerfd_create, signalfd4, ...; dup2 and dup3 do not).
 const ALLOCATING: &[&str] = &[
     "open",
     "openat",
@@ -21,6 +21,9 @@ const ALLOCATING: &[&str] = &[
     "socket",
     "accept",
     "accept4",
+    "pipe",
+    "pipe2",
+    "socketpair",
 ];
 
 pub const BELOW_MAX: SiteInfo = SiteInfo {

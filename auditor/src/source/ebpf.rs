@@ -22,7 +22,7 @@ use crate::{
 static PROBE_ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/auditor-probe"));
 
 /// Every program of the probe and the tracepoint it attaches to.
-const PROGRAMS: [(&str, &str, &str); 43] = [
+const PROGRAMS: [(&str, &str, &str); 49] = [
     ("process_fork", "sched", "sched_process_fork"),
     ("process_exec", "sched", "sched_process_exec"),
     ("select_enter", "syscalls", "sys_enter_select"),
@@ -66,6 +66,12 @@ const PROGRAMS: [(&str, &str, &str); 43] = [
     ("accept_exit", "syscalls", "sys_exit_accept"),
     ("accept4_enter", "syscalls", "sys_enter_accept4"),
     ("accept4_exit", "syscalls", "sys_exit_accept4"),
+    ("pipe_enter", "syscalls", "sys_enter_pipe"),
+    ("pipe_exit", "syscalls", "sys_exit_pipe"),
+    ("pipe2_enter", "syscalls", "sys_enter_pipe2"),
+    ("pipe2_exit", "syscalls", "sys_exit_pipe2"),
+    ("socketpair_enter", "syscalls", "sys_enter_socketpair"),
+    ("socketpair_exit", "syscalls", "sys_exit_socketpair"),
 ];
 
 /// Where the task state the probe reads lies in the running kernel's structs.

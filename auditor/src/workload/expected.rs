@@ -245,6 +245,18 @@ impl Expected {
                     assert!(result.is_err(), "EMFILE expected");
                 });
             }
+            Step::Pipe { calls } | Step::SocketPair { calls } => {
+                let syscall = if matches!(step, Step::Pipe { .. }) {
+                    Syscall::Pipe2
+                } else {
+                    Syscall::Socketpair
+                };
+                self.calls[syscall as usize] += u64::from(calls);
+                // Two allocations a call, both kept.
+                self.allocations(task, 2 * calls, |task, recorder| {
+                    task.open(recorder).expect("room for an fd");
+                });
+            }
             Step::AcceptNone { calls } => {
                 self.calls[Syscall::Socket as usize] += 1;
                 self.calls[Syscall::Accept4 as usize] += u64::from(calls);

@@ -25,6 +25,7 @@
 //! - `close-fd:FD`: close of one fd the workload opened.
 //! - `accept-eagain:CALLS`: a listening socket on 127.0.0.1, then accepts with nothing to
 //!   accept (EAGAIN, after the fd was allocated).
+//! - `pipe:CALLS`, `socketpair:CALLS`: pipe2 and socketpair calls, two fds each, kept open.
 //! - `fork`: the steps after it run in a child process, which the parent waits for.
 //! - `thread`: the steps after it run in a new thread, which the main thread joins.
 //! - `wait`: read a line from stdin first (lets a test attach to a running process).
@@ -136,6 +137,14 @@ pub enum Step {
     /// A non-blocking listening socket on 127.0.0.1, then accepts with no connection
     /// pending (EAGAIN: the fd is allocated, then released).
     AcceptNone {
+        calls: u32,
+    },
+    /// pipe2 calls (two fds each), kept open.
+    Pipe {
+        calls: u32,
+    },
+    /// socketpair calls (two fds each), kept open.
+    SocketPair {
         calls: u32,
     },
     Fork,
@@ -317,10 +326,13 @@ impl FromStr for Step {
                     start: f.number(1, "START", None)?,
                 }
             }
-            "accept-eagain" => {
+            "accept-eagain" | "pipe" | "socketpair" => {
                 f.at_most(1)?;
-                Step::AcceptNone {
-                    calls: f.number(0, "CALLS", None)?,
+                let calls = f.number(0, "CALLS", None)?;
+                match kind {
+                    "pipe" => Step::Pipe { calls },
+                    "socketpair" => Step::SocketPair { calls },
+                    _ => Step::AcceptNone { calls },
                 }
             }
             "close-fd" => {
@@ -415,6 +427,8 @@ impl fmt::Display for Step {
             Step::DupFd { calls, start } => write!(f, "dupfd:{calls}:{start}"),
             Step::CloseFd { fd } => write!(f, "close-fd:{fd}"),
             Step::AcceptNone { calls } => write!(f, "accept-eagain:{calls}"),
+            Step::Pipe { calls } => write!(f, "pipe:{calls}"),
+            Step::SocketPair { calls } => write!(f, "socketpair:{calls}"),
             Step::Fork => f.write_str("fork"),
             Step::Thread => f.write_str("thread"),
             Step::Wait => f.write_str("wait"),
@@ -503,7 +517,7 @@ mod tests {
         let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-sparse:2:300 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
                     epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
-                    close:3:1 open:2 open-enoent:1 open-emfile:2 accept-eagain:2 dup:3 dupfd:2:100 close-fd:70 fork thread wait \
+                    close:3:1 open:2 open-enoent:1 open-emfile:2 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 close-fd:70 fork thread wait \
                     sleep:5";
         let steps = parse(text).unwrap();
         let written: Vec<String> = steps.iter().map(Step::to_string).collect();

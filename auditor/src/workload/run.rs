@@ -160,6 +160,24 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
                 unsafe { libc::syscall(libc::SYS_close, fd) }
             }),
             Step::AcceptNone { calls } => accept_none(calls),
+            Step::Pipe { calls } => repeat(calls, None, || {
+                let mut fds = [0i32; 2];
+                // SAFETY: room for the two fds; they stay open.
+                unsafe { libc::syscall(libc::SYS_pipe2, fds.as_mut_ptr(), 0) }
+            }),
+            Step::SocketPair { calls } => repeat(calls, None, || {
+                let mut fds = [0i32; 2];
+                // SAFETY: as above.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_socketpair,
+                        libc::AF_UNIX,
+                        libc::SOCK_STREAM,
+                        0,
+                        fds.as_mut_ptr(),
+                    )
+                }
+            }),
             Step::Sleep { millis } => {
                 std::thread::sleep(std::time::Duration::from_millis(millis));
                 Ok(())
