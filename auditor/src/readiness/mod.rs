@@ -187,6 +187,13 @@ impl Recorder {
         evaluation
     }
 
+    /// Adds another recorder's counts.
+    pub fn merge(&mut self, other: &Recorder) {
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            mine.add(theirs);
+        }
+    }
+
     /// Records counts worked out elsewhere (several evaluations at once).
     pub fn record_counts(&mut self, site: &SiteInfo, counts: &Counts) {
         self.counts[site.site as usize].add(counts);

@@ -35,6 +35,20 @@ pub enum Item {
         line: u64,
         why: String,
     },
+    /// A chunk of a log only ([`Records::chunk`]): the second half of a call that started
+    /// before the chunk; `args` holds what follows `resumed>`.
+    Resumed(Record),
+}
+
+/// A call started (`<unfinished ...>`) and not resumed: its thread, name, arguments so far
+/// and line.
+pub type Started = (Option<u32>, String, String, u64);
+
+/// The arguments of a stitched call: its start's and its resumed part's (`<unfinished ...>`
+/// when the task was killed inside the call: nothing more).
+pub fn stitch(start: &str, rest: &str) -> String {
+    let rest = if rest == "<unfinished ...>" { "" } else { rest };
+    format!("{start} {rest}").trim_ascii().to_string()
 }
 
 /// The records of one strace log.
@@ -50,6 +64,8 @@ pub struct Records<R> {
     released: Vec<Item>,
     /// The input has ended.
     done: bool,
+    /// This is a chunk of a log: calls may resume after it or have started before it.
+    chunk: bool,
 }
 
 impl<R: BufRead> Records<R> {
@@ -62,7 +78,34 @@ impl<R: BufRead> Records<R> {
             unfinished: HashMap::new(),
             released: Vec::new(),
             done: false,
+            chunk: false,
         }
+    }
+
+    /// The records of a chunk of a log, for parsing the chunks of a large log at once:
+    /// a resumed half whose start came before the chunk is an [`Item::Resumed`], and calls
+    /// still unfinished at its end are left for [`Records::take_started`].
+    pub fn chunk(reader: R, file_pid: Option<u32>) -> Records<R> {
+        Records {
+            chunk: true,
+            ..Records::new(reader, file_pid)
+        }
+    }
+
+    /// Lines read so far.
+    pub fn lines(&self) -> u64 {
+        self.line
+    }
+
+    /// The calls still unfinished, in the order they started.
+    pub fn take_started(&mut self) -> Vec<Started> {
+        let mut started: Vec<Started> = self
+            .unfinished
+            .drain()
+            .map(|(pid, (name, args, line))| (pid.or(self.file_pid), name, args, line))
+            .collect();
+        started.sort_by_key(|(_, _, _, line)| *line);
+        started
     }
 
     fn record(
@@ -108,10 +151,11 @@ impl<R: BufRead> Records<R> {
             }
             Event::Resumed { name, args, ret } => match self.unfinished.remove(&pid) {
                 Some((started, start_args, start_line)) if started == name => {
-                    // A task killed inside the call: `<... poll resumed> <unfinished ...>) = ?`.
-                    let rest = if args == "<unfinished ...>" { "" } else { args };
-                    let joined = format!("{start_args} {rest}").trim().to_string();
+                    let joined = stitch(&start_args, args);
                     Item::Record(self.record(pid, name, joined, Some(ret), start_line))
+                }
+                None if self.chunk => {
+                    Item::Resumed(self.record(pid, name, args.to_string(), Some(ret), number))
                 }
                 _ => Item::Unparsed {
                     line: number,
@@ -159,7 +203,9 @@ impl<R: BufRead> Iterator for Records<R> {
             match self.reader.read_until(b'\n', &mut self.buffer) {
                 Ok(0) => {
                     self.done = true;
-                    self.finish();
+                    if !self.chunk {
+                        self.finish();
+                    }
                     continue;
                 }
                 Ok(_) => self.line += 1,

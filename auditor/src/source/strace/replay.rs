@@ -2,13 +2,17 @@
 //! of what could not be read: lines that are not strace's, calls whose arguments strace did
 //! not print in full.
 
-use std::{collections::BTreeMap, io::BufRead, path::Path};
+use std::{
+    collections::{BTreeMap, HashMap},
+    io::BufRead,
+    path::Path,
+};
 
 use auditor_common::{Site, Syscall};
 
 use super::{
     decode,
-    records::{Item, Record, Records},
+    records::{Item, Record, Records, Started, stitch},
 };
 use crate::{
     readiness::{self, Decided, Recorder},
@@ -29,8 +33,8 @@ const QUOTED: usize = 10;
 pub struct Replay {
     recorders: BTreeMap<u32, Recorder>,
     tally: Tally,
-    /// `file:line: why`, for the first lines that could not be parsed.
-    unparsed: Vec<String>,
+    /// (file, line, why) of the first lines that could not be parsed.
+    unparsed: Vec<(String, u64, String)>,
     unparsed_count: u64,
     /// Calls of followed syscalls whose arguments could not be decoded, per syscall.
     undecoded: BTreeMap<String, u64>,
@@ -71,18 +75,145 @@ impl Replay {
         }
     }
 
+    fn unparsed(&mut self, file: &str, line: u64, why: String) {
+        self.unparsed_count += 1;
+        if self.unparsed.len() < QUOTED {
+            self.unparsed.push((file.to_string(), line, why));
+        }
+    }
+
     /// Replays a log; `file` names it in the notes, `file_pid` is the pid of a `-ff` file.
     pub fn ingest(&mut self, file: &str, reader: impl BufRead, file_pid: Option<u32>) {
         for item in Records::new(reader, file_pid) {
-            match item {
-                Item::Record(record) => self.record(&record),
-                Item::Event { .. } => {}
-                Item::Unparsed { line, why } => {
-                    self.unparsed_count += 1;
-                    if self.unparsed.len() < QUOTED {
-                        self.unparsed.push(format!("{file}:{line}: {why}"));
+            self.item(file, item);
+        }
+    }
+
+    fn item(&mut self, file: &str, item: Item) {
+        match item {
+            Item::Record(record) => self.record(&record),
+            Item::Event { .. } => {}
+            Item::Unparsed { line, why } => self.unparsed(file, line, why),
+            // Only chunks yield these; `ingest_file` stitches them.
+            Item::Resumed(record) => {
+                let why = format!("`{}` resumed without its start", record.name);
+                self.unparsed(file, record.line, why);
+            }
+        }
+    }
+
+    /// Replays a log file, parsing `chunks` parts of it at once (one thread each): calls
+    /// interrupted across two parts are stitched back together, and the counts, notes
+    /// and line numbers are those of reading it whole.
+    pub fn ingest_file(
+        &mut self,
+        path: &Path,
+        file_pid: Option<u32>,
+        chunks: usize,
+    ) -> std::io::Result<()> {
+        use std::io::{Read, Seek, SeekFrom};
+        let name = path.display().to_string();
+        let size = std::fs::metadata(path)?.len();
+        // Chunk boundaries: after the first line end at or past each even share.
+        let mut bounds = vec![0];
+        for k in 1..chunks.max(1) as u64 {
+            let mut file = std::fs::File::open(path)?;
+            let at = (size * k / chunks as u64).max(*bounds.last().expect("one"));
+            file.seek(SeekFrom::Start(at))?;
+            let mut reader = std::io::BufReader::new(file);
+            let mut skipped = Vec::new();
+            let read = reader.read_until(b'\n', &mut skipped)? as u64;
+            bounds.push((at + read).min(size));
+        }
+        bounds.push(size);
+        bounds.dedup();
+        let parts: Vec<std::io::Result<Part>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = bounds
+                .windows(2)
+                .map(|range| {
+                    let (start, end, name) = (range[0], range[1], name.as_str());
+                    scope.spawn(move || -> std::io::Result<Part> {
+                        let mut file = std::fs::File::open(path)?;
+                        file.seek(SeekFrom::Start(start))?;
+                        let reader =
+                            std::io::BufReader::with_capacity(1 << 20, file.take(end - start));
+                        let mut records = Records::chunk(reader, file_pid);
+                        let mut replay = Replay::default();
+                        let mut resumed = Vec::new();
+                        for item in records.by_ref() {
+                            match item {
+                                Item::Resumed(record) => resumed.push(record),
+                                item => replay.item(name, item),
+                            }
+                        }
+                        Ok(Part {
+                            lines: records.lines(),
+                            started: records.take_started(),
+                            resumed,
+                            replay,
+                        })
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("a worker panicked"))
+                .collect()
+        });
+        // In file order: each part's resumed halves finish the calls earlier parts started.
+        let mut started: HashMap<Option<u32>, (String, String, u64)> = HashMap::new();
+        let mut offset = 0;
+        for part in parts {
+            let part = part?;
+            for mut record in part.resumed {
+                match started.remove(&record.pid) {
+                    Some((start_name, args, line)) if start_name == record.name => {
+                        record.args = stitch(&args, &record.args);
+                        record.line = line;
+                        self.record(&record);
+                    }
+                    _ => {
+                        let why = format!("`{}` resumed without its start", record.name);
+                        self.unparsed(&name, offset + record.line, why);
                     }
                 }
+            }
+            self.merge(part.replay, offset);
+            for (pid, call, args, line) in part.started {
+                started.insert(pid, (call, args, offset + line));
+            }
+            offset += part.lines;
+        }
+        // Calls that never resumed: their entry still counts, as when reading it whole.
+        let mut left: Vec<_> = started.into_iter().collect();
+        left.sort_by_key(|(_, (_, _, line))| *line);
+        for (pid, (call, args, line)) in left {
+            self.record(&Record {
+                pid: pid.or(file_pid),
+                name: call,
+                args,
+                ret: None,
+                errno: None,
+                detail: String::new(),
+                line,
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds another replay's counts; its line numbers start `offset` lines into the file.
+    fn merge(&mut self, other: Replay, offset: u64) {
+        for (pid, recorder) in other.recorders {
+            self.recorders.entry(pid).or_default().merge(&recorder);
+        }
+        self.tally.merge(&other.tally);
+        for (name, calls) in other.undecoded {
+            *self.undecoded.entry(name).or_default() += calls;
+        }
+        self.unparsed_count += other.unparsed_count;
+        for (file, line, why) in other.unparsed {
+            if self.unparsed.len() < QUOTED {
+                self.unparsed.push((file, offset + line, why));
             }
         }
     }
@@ -112,7 +243,11 @@ impl Replay {
             notes.push(format!(
                 "{} lines are not strace output and were skipped: {}{}",
                 self.unparsed_count,
-                self.unparsed.join("; "),
+                self.unparsed
+                    .iter()
+                    .map(|(file, line, why)| format!("{file}:{line}: {why}"))
+                    .collect::<Vec<_>>()
+                    .join("; "),
                 if self.unparsed_count > QUOTED as u64 {
                     "; ..."
                 } else {
@@ -128,6 +263,16 @@ impl Replay {
         }
         notes
     }
+}
+
+/// What one thread made of its part of a log.
+struct Part {
+    lines: u64,
+    /// Calls still unfinished at the part's end.
+    started: Vec<Started>,
+    /// Second halves of calls that started before the part.
+    resumed: Vec<Record>,
+    replay: Replay,
 }
 
 /// The pid of a `strace -ff -o FILE` output file, FILE.PID.
@@ -191,6 +336,69 @@ mod tests {
         );
         assert_eq!(file_pid(Path::new("/tmp/log.1234")), Some(1234));
         assert_eq!(file_pid(Path::new("/tmp/log")), None);
+    }
+}
+
+#[cfg(test)]
+mod chunks {
+    use super::*;
+
+    fn whole(path: &Path) -> (Tally, u64, Vec<String>) {
+        let mut replay = Replay::default();
+        let file = std::fs::File::open(path).unwrap();
+        replay.ingest(
+            &path.display().to_string(),
+            std::io::BufReader::new(file),
+            None,
+        );
+        (replay.tally(), replay.unreadable(), replay.notes())
+    }
+
+    fn in_chunks(path: &Path, chunks: usize) -> (Tally, u64, Vec<String>) {
+        let mut replay = Replay::default();
+        replay.ingest_file(path, None, chunks).unwrap();
+        (replay.tally(), replay.unreadable(), replay.notes())
+    }
+
+    /// Calls interrupted across chunk boundaries, killed, never resumed, resumed without
+    /// a start, and a bad line: any number of chunks gives what reading it whole gives.
+    #[test]
+    fn any_number_of_chunks_reads_like_the_whole() {
+        let mut log = String::new();
+        for i in 0..60 {
+            let (a, b) = (100 + i % 3, 200 + i % 4);
+            log.push_str(&format!(
+                "{a} poll([{{fd=3, events=POLLIN}}, {{fd=-1}}], 2, 0 <unfinished ...>\n"
+            ));
+            log.push_str(&format!("{b} close({i}) = 0\n"));
+            log.push_str(&format!(
+                "{b} ppoll([{{fd=4, events=POLLIN}}], 1, NULL, NULL, 8 <unfinished ...>\n"
+            ));
+            log.push_str(&format!(
+                "{a} <... poll resumed>) = 1 ([{{fd=3, revents=POLLNVAL}}])\n"
+            ));
+            if i % 7 == 0 {
+                log.push_str(&format!("{b} +++ killed by SIGKILL +++\n"));
+            } else {
+                log.push_str(&format!("{b} <... ppoll resumed>) = 0 (Timeout)\n"));
+            }
+        }
+        log.push_str("300 <... select resumed>) = 0\nnot strace\n301 poll([{fd=5, events=POLLIN}], 1, -1 <unfinished ...>\n");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("interleaved.log");
+        std::fs::write(&path, &log).unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/python-asyncio.log");
+        for path in [path.as_path(), fixture.as_path()] {
+            let expected = whole(path);
+            for chunks in 1..=9 {
+                assert_eq!(
+                    in_chunks(path, chunks),
+                    expected,
+                    "{} in {chunks}",
+                    path.display()
+                );
+            }
+        }
     }
 }
 
