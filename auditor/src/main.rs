@@ -252,20 +252,10 @@ fn report_replay(
 }
 
 fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
-    use auditor::source::strace::replay::{self, Replay};
+    use auditor::source::strace::replay::Replay;
     let started = std::time::Instant::now();
     let mut replay = Replay::default();
-    // Large logs are parsed in parts, one per core.
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    for path in &args.logs {
-        let size = std::fs::metadata(path)
-            .with_context(|| format!("cannot open {}", path.display()))?
-            .len();
-        let chunks = if size < 16 << 20 { 1 } else { cores };
-        replay
-            .ingest_file(path, replay::file_pid(path), chunks)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-    }
+    replay.ingest_logs(&args.logs).context("reading the logs")?;
     let names: Vec<String> = args.logs.iter().map(|p| p.display().to_string()).collect();
     let target = format!("strace log {}", names.join(" "));
     report_replay(&replay, target, started, &args.output)

@@ -201,6 +201,21 @@ impl Replay {
         Ok(())
     }
 
+    /// Replays log files (`-ff` files get their pid from their name), parsing large ones
+    /// in parts, one per core.
+    pub fn ingest_logs(&mut self, paths: &[std::path::PathBuf]) -> std::io::Result<()> {
+        const WHOLE_BELOW: u64 = 16 << 20;
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        for path in paths {
+            let size = std::fs::metadata(path)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?
+                .len();
+            let chunks = if size < WHOLE_BELOW { 1 } else { cores };
+            self.ingest_file(path, file_pid(path), chunks)?;
+        }
+        Ok(())
+    }
+
     /// Adds another replay's counts; its line numbers start `offset` lines into the file.
     fn merge(&mut self, other: Replay, offset: u64) {
         for (pid, recorder) in other.recorders {
