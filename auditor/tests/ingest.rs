@@ -114,3 +114,60 @@ fn a_missing_strace_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("strace is not installed"), "{stderr}");
 }
+
+#[test]
+#[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
+fn auditor_strace_attaches_to_a_pid() {
+    use std::io::Write;
+    common::require_privileges();
+    let steps = "wait poll:3:10:2:1 select:2:-1 close:1:1";
+    let mut child = Command::new(WORKLOAD)
+        .args(steps.split_whitespace())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Attach once set-up is over: blocked in the read of `wait` (syscall 0).
+    let blocked = || {
+        std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| s.starts_with("0 "))
+    };
+    while !blocked() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let auditor = Command::new(AUDITOR)
+        .args(["strace", "--format", "json", "-p", &pid.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let the workload go once strace traces it (TracerPid in its status).
+    let traced = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+            status
+                .lines()
+                .any(|l| l.starts_with("TracerPid:") && l.split_whitespace().nth(1) != Some("0"))
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !traced() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "strace never attached"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    let output = auditor.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let expected = workload::expected(&workload::parse(steps).unwrap());
+    for site in [
+        Site::PollFdNegative,
+        Site::PollFdNotOpen,
+        Site::SelectNNegative,
+        Site::CloseOk,
+    ] {
+        let id = auditor::readiness::info(site).id;
+        assert_eq!(json_counts(&report, id), expected[0].site(site), "{id}");
+    }
+}

@@ -383,3 +383,51 @@ fn probe_and_strace_agree_on_one_run() {
         .collect();
     assert!(differences.is_empty(), "{differences:#?}");
 }
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn all_processes_but_the_auditor() {
+    require_privileges();
+    let steps = "poll:4:16:3 select:2:-1";
+    let mut pid = 0;
+    let target = options(Target::All);
+    let session = trace::trace_with(&target, || {
+        // The auditor's own poll (this process) must not count.
+        let mut fds = [libc::pollfd {
+            fd: -1,
+            events: 0,
+            revents: 0,
+        }];
+        // SAFETY: one valid entry.
+        unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+        let mut child = Command::new(WORKLOAD)
+            .args(steps.split_whitespace())
+            .spawn()
+            .unwrap();
+        pid = child.id();
+        assert!(child.wait().unwrap().success());
+        nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM).unwrap();
+    })
+    .unwrap();
+    let me = std::process::id();
+    assert!(
+        session
+            .tally
+            .per_process()
+            .all(|(process, _, _)| process.pid != me)
+    );
+    // The workload's own rows, after its exec, are exact (other processes ran too).
+    let expected = auditor::workload::expected(&auditor::workload::parse(steps).unwrap());
+    for site in [
+        auditor_common::Site::PollFdNegative,
+        auditor_common::Site::SelectNNegative,
+    ] {
+        let mut got = auditor_common::Counts::ZERO;
+        for (process, row_site, counts) in session.tally.per_process() {
+            if process.pid == pid && process.comm == common::WORKLOAD_COMM && row_site == site {
+                got.add(counts);
+            }
+        }
+        assert_eq!(got, expected[0].site(site), "{site:?}");
+    }
+}
