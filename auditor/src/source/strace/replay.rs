@@ -47,30 +47,34 @@ fn syscall(name: &str) -> Option<Syscall> {
 impl Replay {
     /// Replays one call.
     pub fn record(&mut self, record: &Record) {
+        // Not a call any measured site depends on.
+        let Some(syscall) = syscall(&record.name) else {
+            return;
+        };
         let recorder = self.recorders.entry(record.pid.unwrap_or(0)).or_default();
-        let decoded =
-            match record.name.as_str() {
-                "poll" | "ppoll" => {
-                    decode::poll(record).map(|call| readiness::poll::poll(recorder, None, &call))
-                }
-                "select" | "pselect6" => decode::select(record)
-                    .map(|call| readiness::select::select(recorder, None, &call)),
-                "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => decode::epoll_wait(record)
-                    .map(|call| readiness::epoll::epoll_wait(recorder, &call)),
-                "close" => decode::split_args(&record.args)
-                    .first()
-                    .and_then(|fd| fd.split('<').next()?.parse::<i32>().ok())
-                    .zip(decode::kernel_return(record))
-                    .map(|(fd, ret)| readiness::close::close(recorder, None, fd, ret)),
-                // Not a call any measured site depends on.
-                _ => return,
-            };
-        match decoded {
-            Some(()) => {
-                if let Some(syscall) = syscall(&record.name) {
-                    self.tally.add_calls(syscall, 1);
-                }
+        let decoded = match syscall {
+            Syscall::Poll | Syscall::Ppoll => {
+                decode::poll(record).map(|call| readiness::poll::poll(recorder, None, &call))
             }
+            Syscall::Select | Syscall::Pselect6 => {
+                decode::select(record).map(|call| readiness::select::select(recorder, None, &call))
+            }
+            Syscall::EpollWait | Syscall::EpollPwait | Syscall::EpollPwait2 => {
+                decode::epoll_wait(record).map(|call| readiness::epoll::epoll_wait(recorder, &call))
+            }
+            // close has one argument: the fd, perhaps with its path (-y).
+            Syscall::Close => record
+                .args
+                .split(['<', ','])
+                .next()
+                .and_then(|fd| fd.trim_ascii().parse::<i32>().ok())
+                .zip(decode::kernel_return(record))
+                .map(|(fd, ret)| readiness::close::close(recorder, None, fd, ret)),
+            // The fd-table sites: a log does not show the table (see `decides`).
+            _ => return,
+        };
+        match decoded {
+            Some(()) => self.tally.add_calls(syscall, 1),
             None => *self.undecoded.entry(record.name.clone()).or_default() += 1,
         }
     }
