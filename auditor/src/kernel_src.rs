@@ -238,66 +238,29 @@ mod tests {
     #[test]
     fn hints_are_read_where_the_tree_writes_them() {
         let dir = tree();
-        let tree = dir.path();
-        assert_eq!(
-            hint(tree, Site::SelectNNegative),
-            TreeHint::Found {
-                hint: Hint::Unlikely,
-                line: 6
-            }
-        );
-        assert_eq!(
-            hint(tree, Site::SelectNClamped),
-            TreeHint::Found {
-                hint: Hint::None,
-                line: 8
-            }
-        );
-        // `fd >= 0` states the other arm: no hint either way.
-        assert_eq!(
-            hint(tree, Site::PollFdNegative),
-            TreeHint::Found {
-                hint: Hint::None,
-                line: 13
-            }
-        );
-        // A condition wrapped over two lines.
-        assert_eq!(
-            hint(tree, Site::FdBelowMax),
-            TreeHint::Found {
-                hint: Hint::Likely,
-                line: 4
-            }
-        );
-        assert_eq!(
-            hint(tree, Site::FdEmfile),
-            TreeHint::Found {
-                hint: Hint::Unlikely,
-                line: 7
-            }
-        );
-        assert_eq!(
-            hint(tree, Site::FdTableFull),
-            TreeHint::Found {
-                hint: Hint::None,
-                line: 9
-            }
-        );
-        // likely(count == 1) is unlikely for the shared-table arm.
-        assert_eq!(
-            hint(tree, Site::FgetTableShared),
-            TreeHint::Found {
-                hint: Hint::Unlikely,
-                line: 14
-            }
-        );
-        assert_eq!(
-            hint(tree, Site::CloseOk),
-            TreeHint::Found {
-                hint: Hint::Likely,
-                line: 3
-            }
-        );
+        let expected = [
+            (Site::SelectNNegative, Hint::Unlikely, 6),
+            (Site::SelectNClamped, Hint::None, 8),
+            // `fd >= 0` states the other arm: no hint either way.
+            (Site::PollFdNegative, Hint::None, 13),
+            // A condition wrapped over two lines.
+            (Site::FdBelowMax, Hint::Likely, 4),
+            (Site::FdEmfile, Hint::Unlikely, 7),
+            (Site::FdTableFull, Hint::None, 9),
+            // likely(count == 1) is unlikely for the shared-table arm.
+            (Site::FgetTableShared, Hint::Unlikely, 14),
+            (Site::CloseOk, Hint::Likely, 3),
+        ];
+        for (site, hint_written, line) in expected {
+            assert_eq!(
+                hint(dir.path(), site),
+                TreeHint::Found {
+                    hint: hint_written,
+                    line
+                },
+                "{site:?}"
+            );
+        }
     }
 
     #[test]

@@ -9,32 +9,23 @@ use auditor_common::{
     prelude::{Prelude, SIGSET_SIZE, Timeout},
 };
 
-use super::records::Record;
+use super::{line, records::Record};
 use crate::readiness::{epoll::EpollWaitCall, poll::PollCall, select::SelectCall};
 
 /// The top-level, comma-separated parts of an argument list (brackets and strings kept).
 pub fn split_args(args: &str) -> Vec<&str> {
-    // Every delimiter is ASCII: scan bytes (a UTF-8 continuation byte never equals one).
-    let bytes = args.as_bytes();
     let mut parts = Vec::new();
-    let (mut depth, mut start, mut i) = (0usize, 0, 0);
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
+    let (mut depth, mut start) = (0usize, 0);
+    for (at, byte) in line::delimiters(args) {
+        match byte {
             b'(' | b'[' | b'{' => depth += 1,
             b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            b',' if depth == 0 => {
-                parts.push(args[start..i].trim_ascii());
-                start = i + 1;
+            _ if depth == 0 => {
+                parts.push(args[start..at].trim_ascii());
+                start = at + 1;
             }
             _ => {}
         }
-        i += 1;
     }
     let last = args.get(start..).unwrap_or("").trim_ascii();
     if !last.is_empty() {

@@ -97,29 +97,45 @@ fn prefix(line: &str) -> (Option<u32>, &str) {
     (pid, rest)
 }
 
+/// The brackets and commas of `text` that stand outside quoted strings, with their byte
+/// offsets: the structure that both finding a call's end and splitting its arguments follow.
+pub fn delimiters(text: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
+    // Every delimiter is ASCII: scan bytes (a UTF-8 continuation byte never equals one).
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            let (at, byte) = (i, bytes[i]);
+            i += 1;
+            match byte {
+                b'"' => {
+                    while i < bytes.len() && bytes[i] != b'"' {
+                        i += if bytes[i] == b'\\' { 2 } else { 1 };
+                    }
+                    i += 1;
+                }
+                b'(' | b'[' | b'{' | b')' | b']' | b'}' | b',' => return Some((at, byte)),
+                _ => {}
+            }
+        }
+        None
+    })
+}
+
 /// Byte offset of the `)` that closes a list already open `depth` deep, skipping strings
 /// and nested brackets; None if the line ends first.
 fn closing(text: &str, mut depth: usize) -> Option<usize> {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
+    for (at, byte) in delimiters(text) {
+        match byte {
             b'(' | b'[' | b'{' => depth += 1,
             b')' | b']' | b'}' => {
                 depth -= 1;
                 if depth == 0 {
-                    return (bytes[i] == b')').then_some(i);
+                    return (byte == b')').then_some(at);
                 }
             }
             _ => {}
         }
-        i += 1;
     }
     None
 }
