@@ -307,7 +307,48 @@ impl Syscall {
             Syscall::Socketpair => "socketpair",
         }
     }
+
+    /// The syscall named `name`, if followed. Constant time: a strace log asks once per line.
+    pub fn from_name(name: &str) -> Option<Syscall> {
+        let mut slot = name_slot(name.as_bytes());
+        loop {
+            let syscall = Syscall::ALL[NAME_TABLE[slot]? as usize];
+            if syscall.name() == name {
+                return Some(syscall);
+            }
+            slot = (slot + 1) % NAME_SLOTS;
+        }
+    }
 }
+
+const NAME_SLOTS: usize = 2 * SYSCALL_COUNT;
+
+/// Where a name starts looking in [`NAME_TABLE`] (its length and first and last bytes).
+const fn name_slot(name: &[u8]) -> usize {
+    match name {
+        [] => 0,
+        [first, ..] => {
+            let last = name[name.len() - 1];
+            (name.len() * 31 + *first as usize * 7 + last as usize) % NAME_SLOTS
+        }
+    }
+}
+
+/// The followed syscalls' names, open-addressed by [`name_slot`]: the index into
+/// [`Syscall::ALL`] of the name in each slot; half the slots stay empty, so probes end.
+const NAME_TABLE: [Option<u8>; NAME_SLOTS] = {
+    let mut table = [None; NAME_SLOTS];
+    let mut index = 0;
+    while index < SYSCALL_COUNT {
+        let mut slot = name_slot(Syscall::ALL[index].name().as_bytes());
+        while table[slot].is_some() {
+            slot = (slot + 1) % NAME_SLOTS;
+        }
+        table[slot] = Some(index as u8);
+        index += 1;
+    }
+    table
+};
 
 /// Number of followed syscalls.
 pub const SYSCALL_COUNT: usize = 26;
@@ -375,4 +416,28 @@ mod pod {
     unsafe impl aya::Pod for super::CountKey {}
     // SAFETY: ten u32, no padding.
     unsafe impl aya::Pod for super::TaskOffsets {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscalls_are_found_by_name_and_nothing_else_is() {
+        for syscall in Syscall::ALL {
+            assert_eq!(Syscall::from_name(syscall.name()), Some(syscall));
+        }
+        for other in [
+            "",
+            "c",
+            "clos",
+            "closed",
+            "epoll_ctl",
+            "select2",
+            "openat3",
+            "Close",
+        ] {
+            assert_eq!(Syscall::from_name(other), None, "{other}");
+        }
+    }
 }

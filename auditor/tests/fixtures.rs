@@ -32,11 +32,7 @@ fn every_fixture_parses_to_the_probes_counts() {
             serde_json::from_str(&std::fs::read_to_string(&expected_path).unwrap()).unwrap();
         let mut replay = Replay::default();
         let file = std::fs::File::open(&log).unwrap();
-        replay.ingest(
-            &log.display().to_string(),
-            std::io::BufReader::new(file),
-            None,
-        );
+        replay.ingest(&log.display().to_string(), file, None);
         assert_eq!(
             replay.unreadable(),
             0,

@@ -334,11 +334,7 @@ fn probe_and_strace_agree_on_one_run() {
     let session = trace::trace(&options(Target::Command(argv))).unwrap();
 
     let mut logged = Replay::default();
-    logged.ingest(
-        "cross.log",
-        std::io::BufReader::new(std::fs::File::open(&log).unwrap()),
-        None,
-    );
+    logged.ingest("cross.log", std::fs::File::open(&log).unwrap(), None);
     assert_eq!(logged.unreadable(), 0, "{:?}", logged.notes());
     let from_log = logged.tally();
 

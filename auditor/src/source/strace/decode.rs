@@ -36,8 +36,8 @@ pub fn split_args(args: &str) -> Vec<&str> {
 
 /// The kernel's return value: strace prints `-1 EINVAL` for -EINVAL and `? ERESTARTNOHAND`
 /// for the restart codes; None if the return is unknown.
-pub fn kernel_return(record: &Record) -> Option<i64> {
-    match (record.ret, record.errno.as_deref()) {
+pub fn kernel_return(record: &Record<&str>) -> Option<i64> {
+    match (record.ret, record.errno) {
         (Some(value), None) => Some(value),
         (_, Some(name)) => errno_value(name).map(|e| -e),
         (None, None) => None,
@@ -70,7 +70,7 @@ fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// An fd as strace prints it, `3` or `3</dev/null>`.
-fn fd(text: &str) -> Option<i32> {
+pub fn fd(text: &str) -> Option<i32> {
     let end = text.find('<').unwrap_or(text.len());
     text[..end].trim_ascii().parse().ok()
 }
@@ -161,8 +161,8 @@ fn apply_revents(entries: &mut [PollFd], detail: &str) -> Option<usize> {
 }
 
 /// poll and ppoll.
-pub fn poll(record: &Record) -> Option<PollCall> {
-    let args = split_args(&record.args);
+pub fn poll(record: &Record<&str>) -> Option<PollCall> {
+    let args = split_args(record.args);
     let nfds = args.get(1)?.parse().ok()?;
     let (timeout, prelude) = if record.name == "poll" {
         let millis: i32 = args.get(2)?.parse().ok()?;
@@ -179,7 +179,7 @@ pub fn poll(record: &Record) -> Option<PollCall> {
             return None;
         }
         revents_known = if record.ret.is_some_and(|n| n > 0) {
-            apply_revents(entries, &record.detail)?
+            apply_revents(entries, record.detail)?
         } else {
             entries.len()
         };
@@ -210,8 +210,8 @@ fn fd_set(text: &str, words: &mut [u64]) -> Option<()> {
 }
 
 /// select and pselect6.
-pub fn select(record: &Record) -> Option<SelectCall> {
-    let args = split_args(&record.args);
+pub fn select(record: &Record<&str>) -> Option<SelectCall> {
+    let args = split_args(record.args);
     let n: i32 = args.first()?.parse().ok()?;
     let timeval = record.name == "select";
     let timeout = timeout(args.get(4)?, timeval);
@@ -250,18 +250,18 @@ pub fn select(record: &Record) -> Option<SelectCall> {
 
 /// epoll_wait, epoll_pwait, epoll_pwait2. strace prints the events it returned, not the
 /// buffer's address: a printed array means the buffer was writable user memory.
-pub fn epoll_wait(record: &Record) -> Option<EpollWaitCall> {
-    let args = split_args(&record.args);
+pub fn epoll_wait(record: &Record<&str>) -> Option<EpollWaitCall> {
+    let args = split_args(record.args);
     let maxevents = args.get(2)?.parse().ok()?;
     let events = match args.get(1)? {
         address if address.starts_with("0x") => u64::from_str_radix(&address[2..], 16).ok()?,
         _ => 0x1000,
     };
-    let timeout = match record.name.as_str() {
+    let timeout = match record.name {
         "epoll_pwait2" => timeout(args.get(3)?, false),
         _ => Timeout::from_millis(args.get(3)?.parse().ok()?),
     };
-    let mask = match record.name.as_str() {
+    let mask = match record.name {
         "epoll_wait" => Prelude::Passes,
         _ => sigmask(args.get(4)?, args.get(5).and_then(|s| s.parse().ok())),
     };
@@ -277,11 +277,11 @@ pub fn epoll_wait(record: &Record) -> Option<EpollWaitCall> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::strace::records::{Item, Records};
+    use crate::source::strace::records::{Item, items};
 
-    fn record(line: &str) -> Record {
-        match Records::new(line.as_bytes(), None).next() {
-            Some(Item::Record(record)) => record,
+    fn record(line: &str) -> Record<&'static str> {
+        match items(line.as_bytes(), None).pop() {
+            Some(Item::Record(record)) => Box::leak(Box::new(record)).borrowed(),
             other => panic!("{other:?}"),
         }
     }

@@ -1,31 +1,61 @@
 //! strace output as syscall records: lines parsed, interrupted calls stitched back together
-//! per thread, and every line that is not a complete call accounted for. Streams: memory
-//! holds one line and the calls still unfinished.
+//! per thread, and every line that is not a complete call accounted for. Streams: the
+//! input is read in blocks and parsed where it lies; memory holds one block (or one line
+//! longer than a block) and the calls still unfinished.
 
-use std::{collections::HashMap, io::BufRead};
+use std::{collections::HashMap, io::Read};
 
 use super::line::{self, Event, Return};
 
-/// One syscall as strace printed it.
+/// One syscall as strace printed it; `S` is `&str` for a record borrowed from the line it
+/// was read from, `String` for one kept.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
+pub struct Record<S> {
     /// The thread id, when the log says (`-f`), else the file's (`-ff`), else None.
     pub pid: Option<u32>,
-    pub name: String,
-    pub args: String,
+    pub name: S,
+    pub args: S,
     /// None for `?`: no return seen (an exit, or a task killed inside the call).
     pub ret: Option<i64>,
-    pub errno: Option<String>,
+    pub errno: Option<S>,
     /// strace's decoding of what the call wrote, and the duration.
-    pub detail: String,
+    pub detail: S,
     /// Where the call started (its line, or its `<unfinished ...>` line).
     pub line: u64,
 }
 
-/// What a line that is not a complete call was.
+impl Record<&str> {
+    pub fn owned(&self) -> Record<String> {
+        Record {
+            pid: self.pid,
+            name: self.name.to_string(),
+            args: self.args.to_string(),
+            ret: self.ret,
+            errno: self.errno.map(str::to_string),
+            detail: self.detail.to_string(),
+            line: self.line,
+        }
+    }
+}
+
+impl Record<String> {
+    pub fn borrowed(&self) -> Record<&str> {
+        Record {
+            pid: self.pid,
+            name: &self.name,
+            args: &self.args,
+            ret: self.ret,
+            errno: self.errno.as_deref(),
+            detail: &self.detail,
+            line: self.line,
+        }
+    }
+}
+
+/// What a line gives, when it is not the start of an interrupted call.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Item {
-    Record(Record),
+pub enum Item<S> {
+    Record(Record<S>),
     /// A signal or an exit: nothing to count.
     Event {
         line: u64,
@@ -37,7 +67,7 @@ pub enum Item {
     },
     /// A chunk of a log only ([`Records::chunk`]): the second half of a call that started
     /// before the chunk; `args` holds what follows `resumed>`.
-    Resumed(Record),
+    Resumed(Record<S>),
 }
 
 /// A call started (`<unfinished ...>`) and not resumed: its thread, name, arguments so far
@@ -51,33 +81,26 @@ pub fn stitch(start: &str, rest: &str) -> String {
     format!("{start} {rest}").trim_ascii().to_string()
 }
 
-/// The records of one strace log.
-pub struct Records<R> {
-    reader: R,
+/// Bytes read at a time; a line longer than this grows the buffer to hold it.
+const BLOCK: usize = 1 << 20;
+
+/// The state of reading one strace log: the line count and the calls still unfinished.
+pub struct Records {
     /// The pid of every record of a `-ff` file (FILE.PID), when lines carry none.
     file_pid: Option<u32>,
     line: u64,
-    buffer: Vec<u8>,
     /// Calls started (`<unfinished ...>`) and not yet resumed, per thread.
     unfinished: HashMap<Option<u32>, (String, String, u64)>,
-    /// Records released at an exit or at the end, returned before reading on (last first).
-    released: Vec<Item>,
-    /// The input has ended.
-    done: bool,
     /// This is a chunk of a log: calls may resume after it or have started before it.
     chunk: bool,
 }
 
-impl<R: BufRead> Records<R> {
-    pub fn new(reader: R, file_pid: Option<u32>) -> Records<R> {
+impl Records {
+    pub fn new(file_pid: Option<u32>) -> Records {
         Records {
-            reader,
             file_pid,
             line: 0,
-            buffer: Vec::new(),
             unfinished: HashMap::new(),
-            released: Vec::new(),
-            done: false,
             chunk: false,
         }
     }
@@ -85,10 +108,10 @@ impl<R: BufRead> Records<R> {
     /// The records of a chunk of a log, for parsing the chunks of a large log at once:
     /// a resumed half whose start came before the chunk is an [`Item::Resumed`], and calls
     /// still unfinished at its end are left for [`Records::take_started`].
-    pub fn chunk(reader: R, file_pid: Option<u32>) -> Records<R> {
+    pub fn chunk(file_pid: Option<u32>) -> Records {
         Records {
             chunk: true,
-            ..Records::new(reader, file_pid)
+            ..Records::new(file_pid)
         }
     }
 
@@ -108,140 +131,189 @@ impl<R: BufRead> Records<R> {
         started
     }
 
-    fn record(
+    /// Reads `reader` to its end and gives `sink` every item, in order. What the reader
+    /// gives is parsed as soon as its lines are whole (strace's output, live, line by line).
+    pub fn read(&mut self, mut reader: impl Read, sink: &mut impl FnMut(Item<&str>)) {
+        let mut buffer = vec![0; BLOCK];
+        let mut filled = 0;
+        loop {
+            if filled == buffer.len() {
+                buffer.resize(2 * buffer.len(), 0);
+            }
+            let read = match reader.read(&mut buffer[filled..]) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    let why = format!("read error: {error}");
+                    sink(Item::Unparsed {
+                        line: self.line + 1,
+                        why,
+                    });
+                    filled = 0;
+                    break;
+                }
+            };
+            // What came before holds no line end (it would have been parsed).
+            let end = memchr::memrchr(b'\n', &buffer[filled..filled + read]);
+            filled += read;
+            if let Some(end) = end.map(|at| filled - read + at + 1) {
+                self.block(&buffer[..end], sink);
+                buffer.copy_within(end..filled, 0);
+                filled -= end;
+            }
+        }
+        // A last line without its line end (a truncated log).
+        self.block(&buffer[..filled], sink);
+        if !self.chunk {
+            self.finish(sink);
+        }
+    }
+
+    /// Whole lines (the last may lack its line end).
+    fn block(&mut self, block: &[u8], sink: &mut impl FnMut(Item<&str>)) {
+        // strace escapes what is not printable, so a block is almost always valid UTF-8
+        // and is read in place; a line that is not is read with replacement characters.
+        match std::str::from_utf8(block) {
+            Ok(text) => {
+                let mut start = 0;
+                for end in memchr::memchr_iter(b'\n', block) {
+                    self.line(&text[start..end], sink);
+                    start = end + 1;
+                }
+                if start < text.len() {
+                    self.line(&text[start..], sink);
+                }
+            }
+            Err(_) => {
+                for bytes in block.split_inclusive(|&b| b == b'\n') {
+                    match std::str::from_utf8(bytes) {
+                        Ok(text) => self.line(text, sink),
+                        Err(_) => self.line(&String::from_utf8_lossy(bytes), sink),
+                    }
+                }
+            }
+        }
+    }
+
+    fn line(&mut self, text: &str, sink: &mut impl FnMut(Item<&str>)) {
+        self.line += 1;
+        if !text.trim_ascii().is_empty() {
+            self.item(text, sink);
+        }
+    }
+
+    fn record<'a>(
         &self,
         pid: Option<u32>,
-        name: &str,
-        args: String,
-        ret: Option<Return<'_>>,
+        name: &'a str,
+        args: &'a str,
+        ret: Option<Return<'a>>,
         line: u64,
-    ) -> Record {
+    ) -> Record<&'a str> {
         Record {
             pid: pid.or(self.file_pid),
-            name: name.to_string(),
+            name,
             args,
             ret: ret.and_then(|r| r.value),
-            errno: ret.and_then(|r| r.errno).map(str::to_string),
-            detail: ret.map(|r| r.detail.to_string()).unwrap_or_default(),
+            errno: ret.and_then(|r| r.errno),
+            detail: ret.map_or("", |r| r.detail),
             line,
         }
     }
 
-    /// What a line gives; None for the start of an interrupted call (it waits for its end).
-    fn item(&mut self, text: &str) -> Option<Item> {
+    /// Gives `sink` what a line gives: nothing for the start of an interrupted call (it
+    /// waits for its end).
+    fn item(&mut self, text: &str, sink: &mut impl FnMut(Item<&str>)) {
         let number = self.line;
         let parsed = match line::parse(text) {
             Ok(parsed) => parsed,
             Err(error) => {
-                return Some(Item::Unparsed {
-                    line: number,
-                    why: error.to_string(),
-                });
+                let why = error.to_string();
+                return sink(Item::Unparsed { line: number, why });
             }
         };
         let pid = parsed.pid;
-        let item = match parsed.event {
-            Event::Call { name, args, ret } => {
-                Item::Record(self.record(pid, name, args.to_string(), Some(ret), number))
-            }
+        match parsed.event {
+            Event::Call { name, args, ret } => sink(Item::Record(self.record(
+                pid,
+                name,
+                args,
+                Some(ret),
+                number,
+            ))),
             Event::Unfinished { name, args } => {
                 self.unfinished
                     .insert(pid, (name.to_string(), args.to_string(), number));
-                return None;
             }
             Event::Resumed { name, args, ret } => match self.unfinished.remove(&pid) {
                 Some((started, start_args, start_line)) if started == name => {
                     let joined = stitch(&start_args, args);
-                    Item::Record(self.record(pid, name, joined, Some(ret), start_line))
+                    sink(Item::Record(self.record(
+                        pid,
+                        name,
+                        &joined,
+                        Some(ret),
+                        start_line,
+                    )))
                 }
-                None if self.chunk => {
-                    Item::Resumed(self.record(pid, name, args.to_string(), Some(ret), number))
-                }
-                _ => Item::Unparsed {
+                None if self.chunk => sink(Item::Resumed(self.record(
+                    pid,
+                    name,
+                    args,
+                    Some(ret),
+                    number,
+                ))),
+                _ => sink(Item::Unparsed {
                     line: number,
                     why: format!("`{name}` resumed without its start"),
-                },
+                }),
             },
-            Event::Signal(_) => Item::Event { line: number },
+            Event::Signal(_) => sink(Item::Event { line: number }),
             Event::Exit(_) => {
                 // A call still unfinished when its task exits never returned: its entry
                 // still counts, without a return value.
                 if let Some((name, args, start_line)) = self.unfinished.remove(&pid) {
-                    let record = self.record(pid, &name, args, None, start_line);
-                    self.released.push(Item::Record(record));
+                    sink(Item::Record(
+                        self.record(pid, &name, &args, None, start_line),
+                    ));
                 }
-                Item::Event { line: number }
+                sink(Item::Event { line: number })
             }
-        };
-        Some(item)
+        }
     }
 
     /// At the end of the input: calls that never resumed (a truncated log) are still
     /// counted from what their start shows, in the order they started.
-    fn finish(&mut self) {
+    fn finish(&mut self, sink: &mut impl FnMut(Item<&str>)) {
         let mut pending: Vec<_> = self.unfinished.drain().collect();
-        pending.sort_by_key(|(_, (_, _, line))| std::cmp::Reverse(*line));
+        pending.sort_by_key(|(_, (_, _, line))| *line);
         for (pid, (name, args, line)) in pending {
-            let record = self.record(pid, &name, args, None, line);
-            self.released.push(Item::Record(record));
+            sink(Item::Record(self.record(pid, &name, &args, None, line)));
         }
     }
 }
 
-impl<R: BufRead> Iterator for Records<R> {
-    type Item = Item;
-
-    fn next(&mut self) -> Option<Item> {
-        loop {
-            if let Some(item) = self.released.pop() {
-                return Some(item);
-            }
-            if self.done {
-                return None;
-            }
-            self.buffer.clear();
-            match self.reader.read_until(b'\n', &mut self.buffer) {
-                Ok(0) => {
-                    self.done = true;
-                    if !self.chunk {
-                        self.finish();
-                    }
-                    continue;
-                }
-                Ok(_) => self.line += 1,
-                Err(error) => {
-                    self.done = true;
-                    return Some(Item::Unparsed {
-                        line: self.line + 1,
-                        why: format!("read error: {error}"),
-                    });
-                }
-            }
-            // strace escapes what is not printable, so a line is almost always valid UTF-8
-            // and can be read in place; anything else is read with replacement characters.
-            let buffer = std::mem::take(&mut self.buffer);
-            let item = match std::str::from_utf8(&buffer) {
-                Ok(text) if text.trim_ascii().is_empty() => None,
-                Ok(text) => self.item(text),
-                Err(_) => self.item(&String::from_utf8_lossy(&buffer)),
-            };
-            self.buffer = buffer;
-            if let Some(item) = item {
-                return Some(item);
-            }
-        }
-    }
+/// Every item of a whole log, kept (for tests).
+#[cfg(test)]
+pub fn items(log: &[u8], file_pid: Option<u32>) -> Vec<Item<String>> {
+    let mut items = Vec::new();
+    Records::new(file_pid).read(log, &mut |item| {
+        items.push(match item {
+            Item::Record(record) => Item::Record(record.owned()),
+            Item::Resumed(record) => Item::Resumed(record.owned()),
+            Item::Event { line } => Item::Event { line },
+            Item::Unparsed { line, why } => Item::Unparsed { line, why },
+        })
+    });
+    items
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn items(text: &str) -> Vec<Item> {
-        Records::new(text.as_bytes(), None).collect()
-    }
-
-    fn names(items: &[Item]) -> Vec<String> {
+    fn names(items: &[Item<String>]) -> Vec<String> {
         items
             .iter()
             .filter_map(|item| match item {
@@ -260,7 +332,7 @@ mod tests {
                    9345  07:59:47 <... set_robust_list resumed>) = 0\n\
                    9344  07:59:47 <... wait4 resumed>0x7ffffe37f8dc, WNOHANG, NULL) = 0\n";
         assert_eq!(
-            names(&items(log)),
+            names(&items(log.as_bytes(), None)),
             [
                 "set_robust_list:0x7f396dee6a20, 24:Some(0)",
                 "wait4:-1, 0x7ffffe37f8dc, WNOHANG, NULL:Some(0)"
@@ -274,7 +346,7 @@ mod tests {
                    100 <... poll resumed> <unfinished ...>) = ?\n\
                    101 ppoll([{fd=4, events=POLLIN}], 1, NULL, NULL, 8 <unfinished ...>\n\
                    101 +++ killed by SIGKILL +++\n";
-        let items = items(log);
+        let items = items(log.as_bytes(), None);
         assert_eq!(
             names(&items),
             [
@@ -287,7 +359,7 @@ mod tests {
     #[test]
     fn bad_lines_are_reported_with_their_line_and_the_rest_goes_on() {
         let log = "close(3) = 0\n\u{0}\u{1}garbage\r\n<... poll resumed>) = 1\nclose(4) = 0\n";
-        let items = items(log);
+        let items = items(log.as_bytes(), None);
         assert_eq!(names(&items), ["close:3:Some(0)", "close:4:Some(0)"]);
         let unparsed: Vec<(u64, &str)> = items
             .iter()
@@ -309,7 +381,7 @@ mod tests {
     fn a_truncated_last_line_and_per_process_files() {
         let log =
             "poll([{fd=3, events=POLLIN}], 1, 0) = 1 ([{fd=3, revents=POLLIN}])\nppoll([{fd=3, eve";
-        let items: Vec<Item> = Records::new(log.as_bytes(), Some(42)).collect();
+        let items = items(log.as_bytes(), Some(42));
         let Item::Record(first) = &items[0] else {
             panic!()
         };
@@ -323,6 +395,6 @@ mod tests {
         let entries = "{fd=3, events=POLLIN}, ".repeat(400_000);
         let log = format!("poll([{entries}], 400000, 0) = 0\nclose(3) = 0\n");
         assert!(log.len() > 9_000_000);
-        assert_eq!(items(&log).len(), 2);
+        assert_eq!(items(log.as_bytes(), None).len(), 2);
     }
 }

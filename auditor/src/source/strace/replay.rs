@@ -4,11 +4,11 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    io::BufRead,
+    io::Read,
     path::Path,
 };
 
-use auditor_common::{Site, Syscall};
+use auditor_common::{SYSCALL_COUNT, Site, Syscall};
 
 use super::{
     decode,
@@ -32,7 +32,8 @@ const QUOTED: usize = 10;
 #[derive(Default)]
 pub struct Replay {
     recorders: BTreeMap<u32, Recorder>,
-    tally: Tally,
+    /// Calls replayed, per syscall (indexed by discriminant).
+    calls: [u64; SYSCALL_COUNT],
     /// (file, line, why) of the first lines that could not be parsed.
     unparsed: Vec<(String, u64, String)>,
     unparsed_count: u64,
@@ -40,15 +41,11 @@ pub struct Replay {
     undecoded: BTreeMap<String, u64>,
 }
 
-fn syscall(name: &str) -> Option<Syscall> {
-    Syscall::ALL.into_iter().find(|s| s.name() == name)
-}
-
 impl Replay {
     /// Replays one call.
-    pub fn record(&mut self, record: &Record) {
+    pub fn record(&mut self, record: &Record<&str>) {
         // Not a call any measured site depends on.
-        let Some(syscall) = syscall(&record.name) else {
+        let Some(syscall) = Syscall::from_name(record.name) else {
             return;
         };
         let recorder = self.recorders.entry(record.pid.unwrap_or(0)).or_default();
@@ -63,19 +60,15 @@ impl Replay {
                 decode::epoll_wait(record).map(|call| readiness::epoll::epoll_wait(recorder, &call))
             }
             // close has one argument: the fd, perhaps with its path (-y).
-            Syscall::Close => record
-                .args
-                .split(['<', ','])
-                .next()
-                .and_then(|fd| fd.trim_ascii().parse::<i32>().ok())
+            Syscall::Close => decode::fd(record.args)
                 .zip(decode::kernel_return(record))
                 .map(|(fd, ret)| readiness::close::close(recorder, None, fd, ret)),
             // The fd-table sites: a log does not show the table (see `decides`).
             _ => return,
         };
         match decoded {
-            Some(()) => self.tally.add_calls(syscall, 1),
-            None => *self.undecoded.entry(record.name.clone()).or_default() += 1,
+            Some(()) => self.calls[syscall as usize] += 1,
+            None => *self.undecoded.entry(record.name.to_string()).or_default() += 1,
         }
     }
 
@@ -87,13 +80,11 @@ impl Replay {
     }
 
     /// Replays a log; `file` names it in the notes, `file_pid` is the pid of a `-ff` file.
-    pub fn ingest(&mut self, file: &str, reader: impl BufRead, file_pid: Option<u32>) {
-        for item in Records::new(reader, file_pid) {
-            self.item(file, item);
-        }
+    pub fn ingest(&mut self, file: &str, reader: impl Read, file_pid: Option<u32>) {
+        Records::new(file_pid).read(reader, &mut |item| self.item(file, item));
     }
 
-    fn item(&mut self, file: &str, item: Item) {
+    fn item(&mut self, file: &str, item: Item<&str>) {
         match item {
             Item::Record(record) => self.record(&record),
             Item::Event { .. } => {}
@@ -115,7 +106,7 @@ impl Replay {
         file_pid: Option<u32>,
         chunks: usize,
     ) -> std::io::Result<()> {
-        use std::io::{Read, Seek, SeekFrom};
+        use std::io::{BufRead, Seek, SeekFrom};
         let name = path.display().to_string();
         let size = std::fs::metadata(path)?.len();
         // Chunk boundaries: after the first line end at or past each even share.
@@ -139,17 +130,13 @@ impl Replay {
                     scope.spawn(move || -> std::io::Result<Part> {
                         let mut file = std::fs::File::open(path)?;
                         file.seek(SeekFrom::Start(start))?;
-                        let reader =
-                            std::io::BufReader::with_capacity(1 << 20, file.take(end - start));
-                        let mut records = Records::chunk(reader, file_pid);
+                        let mut records = Records::chunk(file_pid);
                         let mut replay = Replay::default();
                         let mut resumed = Vec::new();
-                        for item in records.by_ref() {
-                            match item {
-                                Item::Resumed(record) => resumed.push(record),
-                                item => replay.item(name, item),
-                            }
-                        }
+                        records.read(file.take(end - start), &mut |item| match item {
+                            Item::Resumed(record) => resumed.push(record.owned()),
+                            item => replay.item(name, item),
+                        });
                         Ok(Part {
                             lines: records.lines(),
                             started: records.take_started(),
@@ -174,7 +161,7 @@ impl Replay {
                     Some((start_name, args, line)) if start_name == record.name => {
                         record.args = stitch(&args, &record.args);
                         record.line = line;
-                        self.record(&record);
+                        self.record(&record.borrowed());
                     }
                     _ => {
                         let why = format!("`{}` resumed without its start", record.name);
@@ -194,11 +181,11 @@ impl Replay {
         for (pid, (call, args, line)) in left {
             self.record(&Record {
                 pid: pid.or(file_pid),
-                name: call,
-                args,
+                name: &call,
+                args: &args,
                 ret: None,
                 errno: None,
-                detail: String::new(),
+                detail: "",
                 line,
             });
         }
@@ -225,7 +212,9 @@ impl Replay {
         for (pid, recorder) in other.recorders {
             self.recorders.entry(pid).or_default().merge(&recorder);
         }
-        self.tally.merge(&other.tally);
+        for (calls, other) in self.calls.iter_mut().zip(other.calls) {
+            *calls += other;
+        }
         for (name, calls) in other.undecoded {
             *self.undecoded.entry(name).or_default() += calls;
         }
@@ -243,7 +232,10 @@ impl Replay {
     }
 
     pub fn tally(&self) -> Tally {
-        let mut tally = self.tally.clone();
+        let mut tally = Tally::default();
+        for syscall in Syscall::ALL {
+            tally.add_calls(syscall, self.calls[syscall as usize]);
+        }
         for (&pid, recorder) in &self.recorders {
             let process = Process {
                 pid,
@@ -290,7 +282,7 @@ struct Part {
     /// Calls still unfinished at the part's end.
     started: Vec<Started>,
     /// Second halves of calls that started before the part.
-    resumed: Vec<Record>,
+    resumed: Vec<Record<String>>,
     replay: Replay,
 }
 
@@ -365,11 +357,7 @@ mod chunks {
     fn whole(path: &Path) -> (Tally, u64, Vec<String>) {
         let mut replay = Replay::default();
         let file = std::fs::File::open(path).unwrap();
-        replay.ingest(
-            &path.display().to_string(),
-            std::io::BufReader::new(file),
-            None,
-        );
+        replay.ingest(&path.display().to_string(), file, None);
         (replay.tally(), replay.unreadable(), replay.notes())
     }
 

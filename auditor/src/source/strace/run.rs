@@ -7,7 +7,6 @@
 
 use std::{
     ffi::OsString,
-    io::BufReader,
     process::{Command, ExitStatus},
 };
 
@@ -65,7 +64,7 @@ pub fn run(target: &Target, replay: &mut Replay) -> Result<ExitStatus, Error> {
     // before that, nothing ever opens it: open without blocking, then wait for data.
     let reader = open_fifo(&fifo, &mut child)?;
     if let Some(reader) = reader {
-        replay.ingest("strace", BufReader::with_capacity(1 << 20, reader), None);
+        replay.ingest("strace", reader, None);
     }
     Ok(child.wait()?)
 }
