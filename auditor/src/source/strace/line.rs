@@ -59,43 +59,74 @@ pub enum LineError {
     Empty,
 }
 
+/// The index of the first byte at or after `at` that is not ASCII white space.
+fn skip_space(bytes: &[u8], mut at: usize) -> usize {
+    while at < bytes.len() && bytes[at].is_ascii_whitespace() {
+        at += 1;
+    }
+    at
+}
+
+/// The index of the first byte at or after `at` for which `stop` holds, or the end.
+fn scan(bytes: &[u8], mut at: usize, stop: impl Fn(u8) -> bool) -> usize {
+    while at < bytes.len() && !stop(bytes[at]) {
+        at += 1;
+    }
+    at
+}
+
 /// Splits `[pid N] `, `N ` or `N<comm> ` (-Y) and timestamps (-t, -tt, -ttt, -r) off the
 /// front of a line.
 fn prefix(line: &str) -> (Option<u32>, &str) {
-    let mut rest = line.trim_ascii_start();
+    let bytes = line.as_bytes();
+    let mut at = skip_space(bytes, 0);
     let mut pid = None;
-    if let Some(after) = rest.strip_prefix("[pid ") {
-        if let Some((number, tail)) = after.split_once(']') {
-            pid = number.trim_ascii().parse().ok();
-            rest = tail.trim_ascii_start();
+    if bytes[at..].starts_with(b"[pid ") {
+        let number = at + b"[pid ".len();
+        if let Some(close) = memchr::memchr(b']', &bytes[number..]) {
+            pid = line[number..number + close].trim_ascii().parse().ok();
+            at = skip_space(bytes, number + close + 1);
         }
     } else {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let after = &rest[digits..];
         // A pid is whole digits followed by white space or `<comm>`; a timestamp has
         // `.` or `:` in it.
-        let comm = after.starts_with('<').then(|| after.find("> ")).flatten();
-        if digits > 0 && (after.starts_with(' ') || comm.is_some()) {
-            pid = rest[..digits].parse().ok();
-            rest = match comm {
-                Some(end) => &after[end + 1..],
-                None => after,
+        let digits = scan(bytes, at, |b| !b.is_ascii_digit());
+        if digits > at {
+            let next = match bytes.get(digits) {
+                Some(b' ') => Some(digits),
+                Some(b'<') => line[digits..].find("> ").map(|end| digits + end + 1),
+                _ => None,
+            };
+            if let Some(next) = next {
+                pid = line[at..digits].parse().ok();
+                at = skip_space(bytes, next);
             }
-            .trim_ascii_start();
         }
     }
     // One timestamp, when present: digits with `:` and `.` only.
-    let token = rest.split(' ').next().unwrap_or("");
-    let is_timestamp = !token.is_empty()
-        && token.bytes().any(|b| b == b'.' || b == b':')
-        && token
-            .bytes()
-            .all(|b| b.is_ascii_digit() || b == b'.' || b == b':');
-    if is_timestamp {
-        rest = rest[token.len()..].trim_ascii_start();
+    let token = scan(bytes, at, |b| b == b' ');
+    let timestamp = &bytes[at..token];
+    if timestamp.iter().any(|&b| b == b'.' || b == b':')
+        && timestamp
+            .iter()
+            .all(|&b| b.is_ascii_digit() || b == b'.' || b == b':')
+    {
+        at = skip_space(bytes, token);
     }
-    (pid, rest)
+    (pid, &line[at..])
 }
+
+/// The bytes [`delimiters`] stops at: brackets, commas, and `"` (a string starts).
+const STRUCTURE: [bool; 256] = {
+    let mut table = [false; 256];
+    let bytes = b"([{)]},\"";
+    let mut i = 0;
+    while i < bytes.len() {
+        table[bytes[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 /// The brackets and commas of `text` that stand outside quoted strings, with their byte
 /// offsets: the structure that both finding a call's end and splitting its arguments follow.
@@ -104,21 +135,18 @@ pub fn delimiters(text: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
     let bytes = text.as_bytes();
     let mut i = 0;
     std::iter::from_fn(move || {
-        while i < bytes.len() {
-            let (at, byte) = (i, bytes[i]);
+        loop {
+            i = scan(bytes, i, |b| STRUCTURE[b as usize]);
+            let (at, &byte) = (i, bytes.get(i)?);
             i += 1;
-            match byte {
-                b'"' => {
-                    while i < bytes.len() && bytes[i] != b'"' {
-                        i += if bytes[i] == b'\\' { 2 } else { 1 };
-                    }
-                    i += 1;
-                }
-                b'(' | b'[' | b'{' | b')' | b']' | b'}' | b',' => return Some((at, byte)),
-                _ => {}
+            if byte != b'"' {
+                return Some((at, byte));
             }
+            while i < bytes.len() && bytes[i] != b'"' {
+                i += if bytes[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
         }
-        None
     })
 }
 
@@ -142,14 +170,15 @@ fn closing(text: &str, mut depth: usize) -> Option<usize> {
 
 /// ` = value [ERRNO] [detail]` after a call's arguments.
 fn return_value(text: &str) -> Result<Return<'_>, LineError> {
-    let text = text.trim_ascii_start();
-    let rest = text
-        .strip_prefix('=')
-        .ok_or(LineError::NoReturn)?
-        .trim_ascii_start();
+    let bytes = text.as_bytes();
+    let equals = skip_space(bytes, 0);
+    if bytes.get(equals) != Some(&b'=') {
+        return Err(LineError::NoReturn);
+    }
     // A returned fd may carry its path with no space before it (-y): `3</etc/passwd>`.
-    let end = rest.find([' ', '<']).unwrap_or(rest.len());
-    let (token, rest) = (&rest[..end], &rest[end..]);
+    let start = skip_space(bytes, equals + 1);
+    let end = scan(bytes, start, |b| b == b' ' || b == b'<');
+    let token = &text[start..end];
     let value = if token == "?" {
         None
     } else if let Some(hex) = token.strip_prefix("0x") {
@@ -161,17 +190,18 @@ fn return_value(text: &str) -> Result<Return<'_>, LineError> {
                 .map_err(|_| LineError::BadReturn(token.into()))?,
         )
     };
-    let rest = rest.trim_ascii_start();
-    let (word, after) = rest.split_once(' ').unwrap_or((rest, ""));
+    let rest = skip_space(bytes, end);
+    let word_end = scan(bytes, rest, |b| b == b' ');
+    let word = &bytes[rest..word_end];
     let is_errno = word.len() > 1
+        && word[0] == b'E'
         && word
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
-        && word.starts_with('E');
+            .iter()
+            .all(|&b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
     let (errno, detail) = if is_errno {
-        (Some(word), after)
+        (Some(&text[rest..word_end]), &text[word_end..])
     } else {
-        (None, rest)
+        (None, &text[rest..])
     };
     Ok(Return {
         value,
@@ -200,12 +230,13 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
             ret: return_value(&args[close + 1..])?,
         }
     } else {
-        let open = rest.find('(').ok_or(LineError::NoCall)?;
-        let name = &rest[..open];
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        let open = scan(rest.as_bytes(), 0, |b| {
+            !(b.is_ascii_alphanumeric() || b == b'_')
+        });
+        if open == 0 || rest.as_bytes().get(open) != Some(&b'(') {
             return Err(LineError::NoCall);
         }
-        let args = &rest[open + 1..];
+        let (name, args) = (&rest[..open], &rest[open + 1..]);
         if let Some(start) = args.strip_suffix("<unfinished ...>") {
             Event::Unfinished {
                 name,
