@@ -313,7 +313,9 @@ impl Syscall {
         let mut slot = name_slot(name.as_bytes());
         loop {
             let syscall = Syscall::ALL[NAME_TABLE[slot]? as usize];
-            if syscall.name() == name {
+            // Bytes compared inline: the names are short, a memcmp call costs more.
+            let known = syscall.name().as_bytes();
+            if known.len() == name.len() && known.iter().zip(name.as_bytes()).all(|(a, b)| a == b) {
                 return Some(syscall);
             }
             slot = (slot + 1) % NAME_SLOTS;

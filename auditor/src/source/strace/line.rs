@@ -61,6 +61,10 @@ pub enum LineError {
 
 /// The index of the first byte at or after `at` that is not ASCII white space.
 fn skip_space(bytes: &[u8], mut at: usize) -> usize {
+    // strace pads a call to put its ` = ` in column 40: skip runs of spaces a word at a time.
+    while bytes.get(at..at + 8) == Some(b"        ") {
+        at += 8;
+    }
     while at < bytes.len() && bytes[at].is_ascii_whitespace() {
         at += 1;
     }
