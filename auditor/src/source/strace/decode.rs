@@ -13,25 +13,32 @@ use super::{line, records::Record};
 use crate::readiness::{epoll::EpollWaitCall, poll::PollCall, select::SelectCall};
 
 /// The top-level, comma-separated parts of an argument list (brackets and strings kept).
-pub fn split_args(args: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0usize, 0);
-    for (at, byte) in line::delimiters(args) {
-        match byte {
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            _ if depth == 0 => {
-                parts.push(args[start..at].trim_ascii());
-                start = at + 1;
+pub fn split_args(args: &str) -> impl Iterator<Item = &str> {
+    let mut delimiters = line::delimiters(args);
+    let (mut depth, mut start) = (0usize, Some(0));
+    std::iter::from_fn(move || {
+        let from = start?;
+        for (at, byte) in delimiters.by_ref() {
+            match byte {
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                _ if depth == 0 => {
+                    start = Some(at + 1);
+                    return Some(args[from..at].trim_ascii());
+                }
+                _ => {}
             }
-            _ => {}
         }
-    }
-    let last = args.get(start..).unwrap_or("").trim_ascii();
-    if !last.is_empty() {
-        parts.push(last);
-    }
-    parts
+        start = None;
+        let last = args.get(from..).unwrap_or("").trim_ascii();
+        (!last.is_empty()).then_some(last)
+    })
+}
+
+/// The first `N` arguments (None past the last).
+fn first_args<const N: usize>(args: &str) -> [Option<&str>; N] {
+    let mut parts = split_args(args);
+    std::array::from_fn(|_| parts.next())
 }
 
 /// The kernel's return value: strace prints `-1 EINVAL` for -EINVAL and `? ERESTARTNOHAND`
@@ -64,15 +71,13 @@ fn errno_value(name: &str) -> Option<i64> {
 /// `{key1=value, key2=value}` → the value of `key`.
 fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     let inner = text.trim_ascii().strip_prefix('{')?.strip_suffix('}')?;
-    split_args(inner)
-        .into_iter()
-        .find_map(|part| part.strip_prefix(key)?.strip_prefix('='))
+    split_args(inner).find_map(|part| part.strip_prefix(key)?.strip_prefix('='))
 }
 
 /// An fd as strace prints it, `3` or `3</dev/null>`.
 pub fn fd(text: &str) -> Option<i32> {
-    let end = text.find('<').unwrap_or(text.len());
-    text[..end].trim_ascii().parse().ok()
+    let end = text.bytes().position(|b| b == b'<').unwrap_or(text.len());
+    line::integer(text[..end].trim_ascii())
 }
 
 /// `{tv_sec=0, tv_nsec=0}` (or tv_usec, for `timeval`), `NULL`, or an address.
@@ -104,12 +109,8 @@ fn sigmask(set: &str, size: Option<u64>) -> Prelude {
 /// `[{fd=3, events=POLLIN}, {fd=-1}]`; None if it is an address or was cut short.
 fn pollfds(text: &str) -> Option<Vec<PollFd>> {
     let inner = text.strip_prefix('[')?.strip_suffix(']')?;
-    let parts = split_args(inner);
-    if parts.last() == Some(&"...") {
-        return None;
-    }
-    parts
-        .into_iter()
+    // An entry `...` (the array was cut short) has no fd: the whole array is None.
+    split_args(inner)
         .map(|entry| {
             Some(PollFd {
                 fd: fd(field(entry, "fd")?)?,
@@ -135,18 +136,17 @@ fn apply_revents(entries: &mut [PollFd], detail: &str) -> Option<usize> {
         }
         (depth == 0).then_some(open + i)
     })?;
-    let listed = split_args(&detail[open + 1..close]);
-    let cut = listed.last() == Some(&"...");
-    let mut returned = listed.into_iter().filter(|item| *item != "...").peekable();
+    let mut returned = split_args(&detail[open + 1..close]).peekable();
     let mut known = entries.len();
     for (index, entry) in entries.iter_mut().enumerate() {
-        let Some(next) = returned.peek() else {
-            // Past the last entry listed: with a cut list, the rest is unknown.
-            if cut {
-                known = index;
-            }
+        let Some(&next) = returned.peek() else {
             break;
         };
+        if next == "..." {
+            // The list was cut here: the rest is unknown.
+            known = index;
+            break;
+        }
         if field(next, "fd").and_then(fd) == Some(entry.fd) {
             let revents = field(next, "revents").unwrap_or("");
             entry.revents = if revents.split('|').any(|flag| flag == "POLLNVAL") {
@@ -162,17 +162,17 @@ fn apply_revents(entries: &mut [PollFd], detail: &str) -> Option<usize> {
 
 /// poll and ppoll.
 pub fn poll(record: &Record<&str>) -> Option<PollCall> {
-    let args = split_args(record.args);
-    let nfds = args.get(1)?.parse().ok()?;
+    let [fds, nfds, time, mask, size] = first_args(record.args);
+    let nfds = nfds?.parse().ok()?;
     let (timeout, prelude) = if record.name == "poll" {
-        let millis: i32 = args.get(2)?.parse().ok()?;
+        let millis: i32 = time?.parse().ok()?;
         (Timeout::from_millis(millis), Prelude::Passes)
     } else {
-        let timeout = timeout(args.get(2)?, false);
-        let size = args.get(4).and_then(|s| s.parse().ok());
-        (timeout, timeout.prelude().and(sigmask(args.get(3)?, size)))
+        let timeout = timeout(time?, false);
+        let size = size.and_then(|s| s.parse().ok());
+        (timeout, timeout.prelude().and(sigmask(mask?, size)))
     };
-    let mut entries = pollfds(args.first()?);
+    let mut entries = pollfds(fds?);
     let mut revents_known = 0;
     if let Some(entries) = entries.as_mut() {
         if entries.len() != nfds as usize {
@@ -211,34 +211,30 @@ fn fd_set(text: &str, words: &mut [u64]) -> Option<()> {
 
 /// select and pselect6.
 pub fn select(record: &Record<&str>) -> Option<SelectCall> {
-    let args = split_args(record.args);
-    let n: i32 = args.first()?.parse().ok()?;
+    let [n, read, write, except, time, pack] = first_args(record.args);
+    let n: i32 = n?.parse().ok()?;
     let timeval = record.name == "select";
-    let timeout = timeout(args.get(4)?, timeval);
+    let timeout = timeout(time?, timeval);
     let prelude = if timeval {
         timeout.prelude()
     } else {
         // pselect6's sixth argument: `{sigmask, size}` as a pair, NULL, or an address.
-        let pack = args.get(5)?;
-        let mask = if *pack == "NULL" {
+        let pack = pack?;
+        let mask = if pack == "NULL" {
             Prelude::Passes
         } else if let Some(inner) = pack.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-            let parts = split_args(inner);
-            let size = parts
-                .get(1)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(SIGSET_SIZE);
-            sigmask(parts.first()?, Some(size))
+            let [set, size] = first_args(inner);
+            let size = size.and_then(|s| s.parse().ok()).unwrap_or(SIGSET_SIZE);
+            sigmask(set?, Some(size))
         } else {
             Prelude::Unknown
         };
         mask.and(timeout.prelude())
     };
     let mut words = vec![0u64; (n.max(0) as usize).div_ceil(64)];
-    let readable = (1..=3).all(|i| {
-        args.get(i)
-            .is_some_and(|set| fd_set(set, &mut words).is_some())
-    });
+    let readable = [read, write, except]
+        .into_iter()
+        .all(|set| set.is_some_and(|set| fd_set(set, &mut words).is_some()));
     Some(SelectCall {
         n,
         prelude,
@@ -251,19 +247,19 @@ pub fn select(record: &Record<&str>) -> Option<SelectCall> {
 /// epoll_wait, epoll_pwait, epoll_pwait2. strace prints the events it returned, not the
 /// buffer's address: a printed array means the buffer was writable user memory.
 pub fn epoll_wait(record: &Record<&str>) -> Option<EpollWaitCall> {
-    let args = split_args(record.args);
-    let maxevents = args.get(2)?.parse().ok()?;
-    let events = match args.get(1)? {
+    let [_, events, maxevents, time, mask, size] = first_args(record.args);
+    let maxevents = maxevents?.parse().ok()?;
+    let events = match events? {
         address if address.starts_with("0x") => u64::from_str_radix(&address[2..], 16).ok()?,
         _ => 0x1000,
     };
     let timeout = match record.name {
-        "epoll_pwait2" => timeout(args.get(3)?, false),
-        _ => Timeout::from_millis(args.get(3)?.parse().ok()?),
+        "epoll_pwait2" => timeout(time?, false),
+        _ => Timeout::from_millis(time?.parse().ok()?),
     };
     let mask = match record.name {
         "epoll_wait" => Prelude::Passes,
-        _ => sigmask(args.get(4)?, args.get(5).and_then(|s| s.parse().ok())),
+        _ => sigmask(mask?, size.and_then(|s| s.parse().ok())),
     };
     Some(EpollWaitCall {
         maxevents,
@@ -397,7 +393,7 @@ mod tests {
     #[test]
     fn splitting_keeps_nested_parts_whole() {
         assert_eq!(
-            split_args("[{fd=3, e=1}, {fd=4}], 2, \"a,b\", 0"),
+            split_args("[{fd=3, e=1}, {fd=4}], 2, \"a,b\", 0").collect::<Vec<_>>(),
             ["[{fd=3, e=1}, {fd=4}]", "2", "\"a,b\"", "0"]
         );
     }

@@ -62,7 +62,10 @@ pub enum LineError {
 /// The index of the first byte at or after `at` that is not ASCII white space.
 fn skip_space(bytes: &[u8], mut at: usize) -> usize {
     // strace pads a call to put its ` = ` in column 40: skip runs of spaces a word at a time.
-    while bytes.get(at..at + 8) == Some(b"        ") {
+    const SPACES: u64 = u64::from_ne_bytes([b' '; 8]);
+    while let Some(word) = bytes.get(at..at + 8)
+        && u64::from_ne_bytes(word.try_into().expect("8 bytes")) == SPACES
+    {
         at += 8;
     }
     while at < bytes.len() && bytes[at].is_ascii_whitespace() {
@@ -79,6 +82,28 @@ fn scan(bytes: &[u8], mut at: usize, stop: impl Fn(u8) -> bool) -> usize {
     at
 }
 
+/// A decimal integer (`-` allowed): what `text.parse()` gives, without its generic cost
+/// on the short numbers every line has.
+pub fn integer<T: TryFrom<i64> + std::str::FromStr>(text: &str) -> Option<T> {
+    let (negative, digits) = match text.as_bytes() {
+        [b'-', digits @ ..] => (true, digits),
+        digits => (false, digits),
+    };
+    // Up to 18 digits cannot overflow an i64; anything else takes the general path.
+    if digits.is_empty() || digits.len() > 18 {
+        return text.parse().ok();
+    }
+    let mut value: i64 = 0;
+    for &byte in digits {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return text.parse().ok();
+        }
+        value = value * 10 + i64::from(digit);
+    }
+    T::try_from(if negative { -value } else { value }).ok()
+}
+
 /// Splits `[pid N] `, `N ` or `N<comm> ` (-Y) and timestamps (-t, -tt, -ttt, -r) off the
 /// front of a line.
 fn prefix(line: &str) -> (Option<u32>, &str) {
@@ -88,7 +113,7 @@ fn prefix(line: &str) -> (Option<u32>, &str) {
     if bytes[at..].starts_with(b"[pid ") {
         let number = at + b"[pid ".len();
         if let Some(close) = memchr::memchr(b']', &bytes[number..]) {
-            pid = line[number..number + close].trim_ascii().parse().ok();
+            pid = integer(line[number..number + close].trim_ascii());
             at = skip_space(bytes, number + close + 1);
         }
     } else {
@@ -102,20 +127,21 @@ fn prefix(line: &str) -> (Option<u32>, &str) {
                 _ => None,
             };
             if let Some(next) = next {
-                pid = line[at..digits].parse().ok();
+                pid = integer(&line[at..digits]);
                 at = skip_space(bytes, next);
             }
         }
     }
     // One timestamp, when present: digits with `:` and `.` only.
-    let token = scan(bytes, at, |b| b == b' ');
-    let timestamp = &bytes[at..token];
-    if timestamp.iter().any(|&b| b == b'.' || b == b':')
-        && timestamp
-            .iter()
-            .all(|&b| b.is_ascii_digit() || b == b'.' || b == b':')
-    {
-        at = skip_space(bytes, token);
+    let is_time = |b: u8| b.is_ascii_digit() || b == b'.' || b == b':';
+    if bytes.get(at).is_some_and(|&b| is_time(b)) {
+        let token = scan(bytes, at, |b| b == b' ');
+        let timestamp = &bytes[at..token];
+        if timestamp.iter().any(|&b| b == b'.' || b == b':')
+            && timestamp.iter().all(|&b| is_time(b))
+        {
+            at = skip_space(bytes, token);
+        }
     }
     (pid, &line[at..])
 }
@@ -188,11 +214,7 @@ fn return_value(text: &str) -> Result<Return<'_>, LineError> {
     } else if let Some(hex) = token.strip_prefix("0x") {
         Some(u64::from_str_radix(hex, 16).map_err(|_| LineError::BadReturn(token.into()))? as i64)
     } else {
-        Some(
-            token
-                .parse()
-                .map_err(|_| LineError::BadReturn(token.into()))?,
-        )
+        Some(integer(token).ok_or_else(|| LineError::BadReturn(token.into()))?)
     };
     let rest = skip_space(bytes, end);
     let word_end = scan(bytes, rest, |b| b == b' ');
@@ -216,8 +238,11 @@ fn return_value(text: &str) -> Result<Return<'_>, LineError> {
 
 /// Parses one line (without its line end).
 pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
-    let line = line.trim_end_matches(['\r', '\n']);
-    let (pid, rest) = prefix(line);
+    let mut end = line.len();
+    while end > 0 && matches!(line.as_bytes()[end - 1], b'\r' | b'\n') {
+        end -= 1;
+    }
+    let (pid, rest) = prefix(&line[..end]);
     if rest.is_empty() {
         return Err(LineError::Empty);
     }
@@ -241,7 +266,8 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
             return Err(LineError::NoCall);
         }
         let (name, args) = (&rest[..open], &rest[open + 1..]);
-        if let Some(start) = args.strip_suffix("<unfinished ...>") {
+        let unfinished = args.ends_with('>').then(|| args.strip_suffix("<unfinished ...>"));
+        if let Some(start) = unfinished.flatten() {
             Event::Unfinished {
                 name,
                 args: start.trim_ascii(),
