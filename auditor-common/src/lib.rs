@@ -338,7 +338,7 @@ const fn name_slot(name: &[u8]) -> usize {
 
 /// The followed syscalls' names, open-addressed by [`name_slot`]: the index into
 /// [`Syscall::ALL`] of the name in each slot; half the slots stay empty, so probes end.
-const NAME_TABLE: [Option<u8>; NAME_SLOTS] = {
+static NAME_TABLE: [Option<u8>; NAME_SLOTS] = {
     let mut table = [None; NAME_SLOTS];
     let mut index = 0;
     while index < SYSCALL_COUNT {

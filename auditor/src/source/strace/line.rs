@@ -147,7 +147,7 @@ fn prefix(line: &str) -> (Option<u32>, &str) {
 }
 
 /// The bytes [`delimiters`] stops at: brackets, commas, and `"` (a string starts).
-const STRUCTURE: [bool; 256] = {
+static STRUCTURE: [bool; 256] = {
     let mut table = [false; 256];
     let bytes = b"([{)]},\"";
     let mut i = 0;

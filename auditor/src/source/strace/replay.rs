@@ -28,10 +28,33 @@ pub fn decides(site: Site) -> bool {
 /// At most this many unparsed lines are quoted in the notes (all are counted).
 const QUOTED: usize = 10;
 
+/// The recorder of each process. A log's lines come in runs from one thread: the one used
+/// last is found without a search.
+#[derive(Default)]
+struct Recorders {
+    list: Vec<(u32, Recorder)>,
+    /// Index into `list` by pid.
+    index: HashMap<u32, usize>,
+    last: usize,
+}
+
+impl Recorders {
+    fn of(&mut self, pid: u32) -> &mut Recorder {
+        if self.list.get(self.last).is_none_or(|(last, _)| *last != pid) {
+            let list = &mut self.list;
+            self.last = *self.index.entry(pid).or_insert_with(|| {
+                list.push((pid, Recorder::default()));
+                list.len() - 1
+            });
+        }
+        &mut self.list[self.last].1
+    }
+}
+
 /// Counts from one or more strace logs.
 #[derive(Default)]
 pub struct Replay {
-    recorders: BTreeMap<u32, Recorder>,
+    recorders: Recorders,
     /// Calls replayed, per syscall (indexed by discriminant).
     calls: [u64; SYSCALL_COUNT],
     /// (file, line, why) of the first lines that could not be parsed.
@@ -48,7 +71,7 @@ impl Replay {
         let Some(syscall) = Syscall::from_name(record.name) else {
             return;
         };
-        let recorder = self.recorders.entry(record.pid.unwrap_or(0)).or_default();
+        let recorder = self.recorders.of(record.pid.unwrap_or(0));
         let decoded = match syscall {
             Syscall::Poll | Syscall::Ppoll => {
                 decode::poll(record).map(|call| readiness::poll::poll(recorder, None, &call))
@@ -209,8 +232,8 @@ impl Replay {
 
     /// Adds another replay's counts; its line numbers start `offset` lines into the file.
     fn merge(&mut self, other: Replay, offset: u64) {
-        for (pid, recorder) in other.recorders {
-            self.recorders.entry(pid).or_default().merge(&recorder);
+        for (pid, recorder) in other.recorders.list {
+            self.recorders.of(pid).merge(&recorder);
         }
         for (calls, other) in self.calls.iter_mut().zip(other.calls) {
             *calls += other;
@@ -236,9 +259,9 @@ impl Replay {
         for syscall in Syscall::ALL {
             tally.add_calls(syscall, self.calls[syscall as usize]);
         }
-        for (&pid, recorder) in &self.recorders {
+        for (pid, recorder) in &self.recorders.list {
             let process = Process {
-                pid,
+                pid: *pid,
                 comm: String::new(),
             };
             for site in Site::ALL {
