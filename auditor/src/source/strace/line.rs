@@ -266,7 +266,9 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
             return Err(LineError::NoCall);
         }
         let (name, args) = (&rest[..open], &rest[open + 1..]);
-        let unfinished = args.ends_with('>').then(|| args.strip_suffix("<unfinished ...>"));
+        let unfinished = args
+            .ends_with('>')
+            .then(|| args.strip_suffix("<unfinished ...>"));
         if let Some(start) = unfinished.flatten() {
             Event::Unfinished {
                 name,

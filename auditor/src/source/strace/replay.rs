@@ -40,7 +40,11 @@ struct Recorders {
 
 impl Recorders {
     fn of(&mut self, pid: u32) -> &mut Recorder {
-        if self.list.get(self.last).is_none_or(|(last, _)| *last != pid) {
+        if self
+            .list
+            .get(self.last)
+            .is_none_or(|(last, _)| *last != pid)
+        {
             let list = &mut self.list;
             self.last = *self.index.entry(pid).or_insert_with(|| {
                 list.push((pid, Recorder::default()));
