@@ -136,6 +136,7 @@ impl Records {
     pub fn read(&mut self, mut reader: impl Read, sink: &mut impl FnMut(Item<&str>)) {
         let mut buffer = vec![0; BLOCK];
         let mut filled = 0;
+        let mut failed = None;
         loop {
             if filled == buffer.len() {
                 buffer.resize(2 * buffer.len(), 0);
@@ -145,12 +146,7 @@ impl Records {
                 Ok(read) => read,
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(error) => {
-                    let why = format!("read error: {error}");
-                    sink(Item::Unparsed {
-                        line: self.line + 1,
-                        why,
-                    });
-                    filled = 0;
+                    failed = Some(error);
                     break;
                 }
             };
@@ -163,8 +159,15 @@ impl Records {
                 filled -= end;
             }
         }
-        // A last line without its line end (a truncated log).
+        // A last line without its line end (a truncated log, or a read that failed).
         self.block(&buffer[..filled], sink);
+        if let Some(error) = failed {
+            let why = format!("read error: {error}");
+            sink(Item::Unparsed {
+                line: self.line + 1,
+                why,
+            });
+        }
         if !self.chunk {
             self.finish(sink);
         }
@@ -396,5 +399,93 @@ mod tests {
         let log = format!("poll([{entries}], 400000, 0) = 0\nclose(3) = 0\n");
         assert!(log.len() > 9_000_000);
         assert_eq!(items(log.as_bytes(), None).len(), 2);
+    }
+
+    /// Gives its bytes a few at a time, then fails or ends: what a pipe from a live strace
+    /// (or a failing disk) does to the reader.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+        fail_at_end: bool,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+            if self.bytes.is_empty() && self.fail_at_end {
+                return Err(std::io::Error::other("disk on fire"));
+            }
+            self.step = self.step % 7 + 1;
+            let n = self.step.min(self.bytes.len()).min(buffer.len());
+            buffer[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    fn trickled(log: &[u8], fail_at_end: bool) -> Vec<Item<String>> {
+        let mut items = Vec::new();
+        let reader = Trickle {
+            bytes: log,
+            step: 0,
+            fail_at_end,
+        };
+        Records::new(None).read(reader, &mut |item| {
+            if let Item::Record(record) = item {
+                items.push(Item::Record(record.owned()));
+            } else if let Item::Unparsed { line, why } = item {
+                items.push(Item::Unparsed { line, why });
+            }
+        });
+        items
+    }
+
+    #[test]
+    fn input_in_small_pieces_reads_like_the_whole() {
+        let log = include_str!("../../../../fixtures/python-asyncio.log");
+        let whole: Vec<_> = items(log.as_bytes(), None)
+            .into_iter()
+            .filter(|item| !matches!(item, Item::Event { .. }))
+            .collect();
+        assert!(whole.len() > 500);
+        assert_eq!(trickled(log.as_bytes(), false), whole);
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_read_with_replacements_and_its_neighbours_are_not() {
+        let mut log = b"close(3) = 0\nwrite(1, \"".to_vec();
+        log.extend([0xff, 0xfe]);
+        log.extend(b"\", 2) = 2\nclose(4) = 0\n");
+        let items = items(&log, None);
+        assert_eq!(
+            names(&items),
+            [
+                "close:3:Some(0)",
+                "write:1, \"\u{fffd}\u{fffd}\", 2:Some(2)",
+                "close:4:Some(0)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_read_error_is_reported_and_what_came_before_still_counts() {
+        // The last line, cut by the failure, still counts.
+        let log =
+            "close(3) = 0\npoll([{fd=3, events=POLLIN}], 1, -1 <unfinished ...>\nclose(5) = 0";
+        let items = trickled(log.as_bytes(), true);
+        assert_eq!(
+            names(&items),
+            [
+                "close:3:Some(0)",
+                "close:5:Some(0)",
+                "poll:[{fd=3, events=POLLIN}], 1, -1:None"
+            ]
+        );
+        assert!(
+            items.contains(&Item::Unparsed {
+                line: 4,
+                why: "read error: disk on fire".into()
+            }),
+            "{items:?}"
+        );
     }
 }
