@@ -27,7 +27,7 @@ enum Command {
     Sites(SitesArgs),
     /// Count by running strace on a command or processes: no privileges needed.
     ///
-    /// Runs `strace -f -qq -v -s 65536 -e trace=<the decoded syscalls>` with LANG=C and
+    /// Runs `strace -f -Y -qq -v -s 65536 -e trace=<the decoded syscalls>` with LANG=C and
     /// reads its output as it comes. Exits with 2 when part of it could not be read.
     Strace(StraceArgs),
     /// Count from strace logs (`strace -f -o LOG CMD`; `-ff` files too), no privileges needed.

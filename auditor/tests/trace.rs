@@ -315,7 +315,7 @@ fn tracefs_is_mounted_when_missing() {
 }
 
 /// The cross-check: one workload traced by the probe and by strace at once gives identical
-/// counts, per process and per site, for every site a log can decide.
+/// counts, per process (pid and command name) and per site, for every site a log can decide.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn probe_and_strace_agree_on_one_run() {
@@ -325,7 +325,7 @@ fn probe_and_strace_agree_on_one_run() {
                  epoll_wait:2:1 epoll_pwait:1:0 epoll-ebadf:1 close:2:1 fork poll:1:8:2 select:1:10";
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("cross.log");
-    let mut argv: Vec<std::ffi::OsString> = ["strace", "-f", "-v", "-s", "65536", "-o"]
+    let mut argv: Vec<std::ffi::OsString> = ["strace", "-f", "-Y", "-v", "-s", "65536", "-o"]
         .iter()
         .map(Into::into)
         .collect();
@@ -338,33 +338,36 @@ fn probe_and_strace_agree_on_one_run() {
     assert_eq!(logged.unreadable(), 0, "{:?}", logged.notes());
     let from_log = logged.tally();
 
-    // Per pid of the log, every site a log decides. The probe also sees strace's own calls
-    // and those its child makes before exec, which strace does not trace: only the
-    // workload's program counts.
-    let per_pid = |tally: &auditor::tally::Tally| {
+    // Per process of the log, every site a log decides. The probe also sees strace's own
+    // calls and those its child makes before exec, which strace does not trace: only the
+    // workload's program counts (by the name both sources give it).
+    let per_process = |tally: &auditor::tally::Tally| {
         let mut rows = std::collections::BTreeMap::new();
         for (process, site, counts) in tally.per_process() {
-            let workload = process.comm.is_empty() || process.comm == common::WORKLOAD_COMM;
-            if replay::decides(site) && workload {
-                let row: &mut auditor_common::Counts = rows.entry((process.pid, site)).or_default();
+            if replay::decides(site) && process.comm == common::WORKLOAD_COMM {
+                let row: &mut auditor_common::Counts = rows
+                    .entry((process.pid, process.comm.clone(), site))
+                    .or_default();
                 row.add(counts);
             }
         }
         rows
     };
-    let logged_rows = per_pid(&from_log);
-    let pids: std::collections::BTreeSet<u32> = logged_rows.keys().map(|(pid, _)| *pid).collect();
+    let logged_rows = per_process(&from_log);
+    let pids: std::collections::BTreeSet<u32> =
+        logged_rows.keys().map(|(pid, _, _)| *pid).collect();
     assert_eq!(pids.len(), 2, "the workload and its child: {pids:?}");
-    let probed_rows: std::collections::BTreeMap<_, _> = per_pid(&session.tally)
+    let probed_rows: std::collections::BTreeMap<_, _> = per_process(&session.tally)
         .into_iter()
-        .filter(|((pid, _), _)| pids.contains(pid))
+        .filter(|((pid, _, _), _)| pids.contains(pid))
         .collect();
-    let nonzero =
-        |rows: std::collections::BTreeMap<(u32, auditor_common::Site), auditor_common::Counts>| {
-            rows.into_iter()
-                .filter(|(_, c)| c.total() > 0)
-                .collect::<Vec<_>>()
-        };
+    type Rows =
+        std::collections::BTreeMap<(u32, String, auditor_common::Site), auditor_common::Counts>;
+    let nonzero = |rows: Rows| {
+        rows.into_iter()
+            .filter(|(_, c)| c.total() > 0)
+            .collect::<Vec<_>>()
+    };
     let (probed, logged) = (nonzero(probed_rows), nonzero(logged_rows));
     let differences: Vec<String> = probed
         .iter()

@@ -9,6 +9,8 @@ use thiserror::Error;
 pub struct Line<'a> {
     /// The thread id from `[pid N]` or a leading `N` (`-f` with `-o`), if printed.
     pub pid: Option<u32>,
+    /// The thread's command name, `N<comm>` (`-Y`), if printed.
+    pub comm: Option<&'a str>,
     pub event: Event<'a>,
 }
 
@@ -104,16 +106,24 @@ pub fn integer<T: TryFrom<i64> + std::str::FromStr>(text: &str) -> Option<T> {
     T::try_from(if negative { -value } else { value }).ok()
 }
 
+/// `N` or `N<comm>` (-Y): the pid and the command name.
+fn pid_and_comm(text: &str) -> (Option<u32>, Option<&str>) {
+    match text.split_once('<') {
+        Some((pid, comm)) => (integer(pid), comm.strip_suffix('>')),
+        None => (integer(text), None),
+    }
+}
+
 /// Splits `[pid N] `, `N ` or `N<comm> ` (-Y) and timestamps (-t, -tt, -ttt, -r) off the
 /// front of a line.
-fn prefix(line: &str) -> (Option<u32>, &str) {
+fn prefix(line: &str) -> (Option<u32>, Option<&str>, &str) {
     let bytes = line.as_bytes();
     let mut at = skip_space(bytes, 0);
-    let mut pid = None;
+    let (mut pid, mut comm) = (None, None);
     if bytes[at..].starts_with(b"[pid ") {
         let number = at + b"[pid ".len();
         if let Some(close) = memchr::memchr(b']', &bytes[number..]) {
-            pid = integer(line[number..number + close].trim_ascii());
+            (pid, comm) = pid_and_comm(line[number..number + close].trim_ascii());
             at = skip_space(bytes, number + close + 1);
         }
     } else {
@@ -127,7 +137,7 @@ fn prefix(line: &str) -> (Option<u32>, &str) {
                 _ => None,
             };
             if let Some(next) = next {
-                pid = integer(&line[at..digits]);
+                (pid, comm) = pid_and_comm(&line[at..next]);
                 at = skip_space(bytes, next);
             }
         }
@@ -143,7 +153,7 @@ fn prefix(line: &str) -> (Option<u32>, &str) {
             at = skip_space(bytes, token);
         }
     }
-    (pid, &line[at..])
+    (pid, comm, &line[at..])
 }
 
 /// The bytes [`delimiters`] stops at: brackets, commas, and `"` (a string starts).
@@ -242,7 +252,7 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
     while end > 0 && matches!(line.as_bytes()[end - 1], b'\r' | b'\n') {
         end -= 1;
     }
-    let (pid, rest) = prefix(&line[..end]);
+    let (pid, comm, rest) = prefix(&line[..end]);
     if rest.is_empty() {
         return Err(LineError::Empty);
     }
@@ -283,7 +293,7 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
             }
         }
     };
-    Ok(Line { pid, event })
+    Ok(Line { pid, comm, event })
 }
 
 #[cfg(test)]
@@ -295,6 +305,7 @@ mod tests {
             Line {
                 pid,
                 event: Event::Call { name, args, ret },
+                ..
             } => (pid, name, args, ret),
             other => panic!("not a call: {other:?}"),
         }
@@ -355,6 +366,16 @@ mod tests {
         assert_eq!((pid, name, ret.value), (None, "brk", Some(0x560f3ef36000)));
         let (pid, _, _, _) = call("[pid  9345] 07:59:47 close(3) = 0");
         assert_eq!(pid, Some(9345));
+        // -Y: the command name, with -o and without.
+        for (line, pid, comm) in [
+            ("9331<sh> close(3) = 0", 9331, "sh"),
+            ("[pid  6965<true>] close(3)              = 0", 6965, "true"),
+            ("6970<a b> 07:59:47 close(3) = 0", 6970, "a b"),
+        ] {
+            let parsed = parse(line).unwrap();
+            assert_eq!((parsed.pid, parsed.comm), (Some(pid), Some(comm)), "{line}");
+        }
+        assert_eq!(parse("close(3) = 0").unwrap().comm, None);
     }
 
     #[test]
@@ -363,6 +384,7 @@ mod tests {
             parse("9344  07:59:47 wait4(-1,  <unfinished ...>").unwrap(),
             Line {
                 pid: Some(9344),
+                comm: None,
                 event: Event::Unfinished {
                     name: "wait4",
                     args: "-1,"

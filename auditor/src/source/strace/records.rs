@@ -13,6 +13,8 @@ use super::line::{self, Event, Return};
 pub struct Record<S> {
     /// The thread id, when the log says (`-f`), else the file's (`-ff`), else None.
     pub pid: Option<u32>,
+    /// The thread's command name when the log says (`-Y`), else empty.
+    pub comm: S,
     pub name: S,
     pub args: S,
     /// None for `?`: no return seen (an exit, or a task killed inside the call).
@@ -28,6 +30,7 @@ impl Record<&str> {
     pub fn owned(&self) -> Record<String> {
         Record {
             pid: self.pid,
+            comm: self.comm.to_string(),
             name: self.name.to_string(),
             args: self.args.to_string(),
             ret: self.ret,
@@ -42,6 +45,7 @@ impl Record<String> {
     pub fn borrowed(&self) -> Record<&str> {
         Record {
             pid: self.pid,
+            comm: &self.comm,
             name: &self.name,
             args: &self.args,
             ret: self.ret,
@@ -70,9 +74,35 @@ pub enum Item<S> {
     Resumed(Record<S>),
 }
 
-/// A call started (`<unfinished ...>`) and not resumed: its thread, name, arguments so far
-/// and line.
-pub type Started = (Option<u32>, String, String, u64);
+/// A call started (`<unfinished ...>`) and not yet resumed.
+#[derive(Clone, Debug)]
+pub struct Start {
+    pub name: String,
+    pub comm: String,
+    /// The arguments printed so far.
+    pub args: String,
+    pub line: u64,
+}
+
+impl Start {
+    /// The record of a call that never returned (`pid` is its thread): what its start
+    /// shows.
+    pub fn unanswered(&self, pid: Option<u32>) -> Record<&str> {
+        Record {
+            pid,
+            comm: &self.comm,
+            name: &self.name,
+            args: &self.args,
+            ret: None,
+            errno: None,
+            detail: "",
+            line: self.line,
+        }
+    }
+}
+
+/// A call still unfinished at the end of a chunk, with its thread.
+pub type Started = (Option<u32>, Start);
 
 /// The arguments of a stitched call: its start's and its resumed part's (`<unfinished ...>`
 /// when the task was killed inside the call: nothing more).
@@ -90,7 +120,7 @@ pub struct Records {
     file_pid: Option<u32>,
     line: u64,
     /// Calls started (`<unfinished ...>`) and not yet resumed, per thread.
-    unfinished: HashMap<Option<u32>, (String, String, u64)>,
+    unfinished: HashMap<Option<u32>, Start>,
     /// This is a chunk of a log: calls may resume after it or have started before it.
     chunk: bool,
 }
@@ -125,9 +155,9 @@ impl Records {
         let mut started: Vec<Started> = self
             .unfinished
             .drain()
-            .map(|(pid, (name, args, line))| (pid.or(self.file_pid), name, args, line))
+            .map(|(pid, start)| (pid.or(self.file_pid), start))
             .collect();
-        started.sort_by_key(|(_, _, _, line)| *line);
+        started.sort_by_key(|(_, start)| start.line);
         started
     }
 
@@ -208,7 +238,7 @@ impl Records {
 
     fn record<'a>(
         &self,
-        pid: Option<u32>,
+        (pid, comm): (Option<u32>, &'a str),
         name: &'a str,
         args: &'a str,
         ret: Option<Return<'a>>,
@@ -216,6 +246,7 @@ impl Records {
     ) -> Record<&'a str> {
         Record {
             pid: pid.or(self.file_pid),
+            comm,
             name,
             args,
             ret: ret.and_then(|r| r.value),
@@ -236,32 +267,38 @@ impl Records {
                 return sink(Item::Unparsed { line: number, why });
             }
         };
-        let pid = parsed.pid;
+        let (pid, comm) = (parsed.pid, parsed.comm.unwrap_or(""));
         match parsed.event {
             Event::Call { name, args, ret } => sink(Item::Record(self.record(
-                pid,
+                (pid, comm),
                 name,
                 args,
                 Some(ret),
                 number,
             ))),
             Event::Unfinished { name, args } => {
-                self.unfinished
-                    .insert(pid, (name.to_string(), args.to_string(), number));
+                let start = Start {
+                    name: name.to_string(),
+                    comm: comm.to_string(),
+                    args: args.to_string(),
+                    line: number,
+                };
+                self.unfinished.insert(pid, start);
             }
+            // A stitched call is the start's: its name, command name and line.
             Event::Resumed { name, args, ret } => match self.unfinished.remove(&pid) {
-                Some((started, start_args, start_line)) if started == name => {
-                    let joined = stitch(&start_args, args);
+                Some(start) if start.name == name => {
+                    let joined = stitch(&start.args, args);
                     sink(Item::Record(self.record(
-                        pid,
+                        (pid, &start.comm),
                         name,
                         &joined,
                         Some(ret),
-                        start_line,
+                        start.line,
                     )))
                 }
                 None if self.chunk => sink(Item::Resumed(self.record(
-                    pid,
+                    (pid, comm),
                     name,
                     args,
                     Some(ret),
@@ -276,10 +313,8 @@ impl Records {
             Event::Exit(_) => {
                 // A call still unfinished when its task exits never returned: its entry
                 // still counts, without a return value.
-                if let Some((name, args, start_line)) = self.unfinished.remove(&pid) {
-                    sink(Item::Record(
-                        self.record(pid, &name, &args, None, start_line),
-                    ));
+                if let Some(start) = self.unfinished.remove(&pid) {
+                    sink(Item::Record(start.unanswered(pid.or(self.file_pid))));
                 }
                 sink(Item::Event { line: number })
             }
@@ -290,9 +325,9 @@ impl Records {
     /// counted from what their start shows, in the order they started.
     fn finish(&mut self, sink: &mut impl FnMut(Item<&str>)) {
         let mut pending: Vec<_> = self.unfinished.drain().collect();
-        pending.sort_by_key(|(_, (_, _, line))| *line);
-        for (pid, (name, args, line)) in pending {
-            sink(Item::Record(self.record(pid, &name, &args, None, line)));
+        pending.sort_by_key(|(_, start)| start.line);
+        for (pid, start) in pending {
+            sink(Item::Record(start.unanswered(pid.or(self.file_pid))));
         }
     }
 }

@@ -12,7 +12,7 @@ use auditor_common::{SYSCALL_COUNT, Site, Syscall};
 
 use super::{
     decode,
-    records::{Item, Record, Records, Started, stitch},
+    records::{Item, Record, Records, Start, Started, stitch},
 };
 use crate::{
     readiness::{self, Decided, Recorder},
@@ -28,28 +28,33 @@ pub fn decides(site: Site) -> bool {
 /// At most this many unparsed lines are quoted in the notes (all are counted).
 const QUOTED: usize = 10;
 
-/// The recorder of each process. A log's lines come in runs from one thread: the one used
-/// last is found without a search.
+/// The recorder of each process (pid and command name, as the probe keys its counts). A
+/// log's lines come in runs from one thread: the one used last is found without a search.
 #[derive(Default)]
 struct Recorders {
-    list: Vec<(u32, Recorder)>,
-    /// Index into `list` by pid.
-    index: HashMap<u32, usize>,
+    list: Vec<(Process, Recorder)>,
+    /// Indexes into `list` by pid (one per command name the pid ran under).
+    index: HashMap<u32, Vec<usize>>,
     last: usize,
 }
 
 impl Recorders {
-    fn of(&mut self, pid: u32) -> &mut Recorder {
-        if self
-            .list
-            .get(self.last)
-            .is_none_or(|(last, _)| *last != pid)
-        {
-            let list = &mut self.list;
-            self.last = *self.index.entry(pid).or_insert_with(|| {
-                list.push((pid, Recorder::default()));
-                list.len() - 1
-            });
+    fn of(&mut self, pid: u32, comm: &str) -> &mut Recorder {
+        let is = |(process, _): &(Process, Recorder)| process.pid == pid && process.comm == comm;
+        if !self.list.get(self.last).is_some_and(is) {
+            let indexes = self.index.entry(pid).or_default();
+            self.last = match indexes.iter().find(|&&i| is(&self.list[i])) {
+                Some(&i) => i,
+                None => {
+                    let process = Process {
+                        pid,
+                        comm: comm.to_string(),
+                    };
+                    self.list.push((process, Recorder::default()));
+                    indexes.push(self.list.len() - 1);
+                    self.list.len() - 1
+                }
+            };
         }
         &mut self.list[self.last].1
     }
@@ -75,7 +80,7 @@ impl Replay {
         let Some(syscall) = Syscall::from_name(record.name) else {
             return;
         };
-        let recorder = self.recorders.of(record.pid.unwrap_or(0));
+        let recorder = self.recorders.of(record.pid.unwrap_or(0), record.comm);
         let decoded = match syscall {
             Syscall::Poll | Syscall::Ppoll => {
                 decode::poll(record).map(|call| readiness::poll::poll(recorder, None, &call))
@@ -179,15 +184,17 @@ impl Replay {
                 .collect()
         });
         // In file order: each part's resumed halves finish the calls earlier parts started.
-        let mut started: HashMap<Option<u32>, (String, String, u64)> = HashMap::new();
+        let mut started: HashMap<Option<u32>, Start> = HashMap::new();
         let mut offset = 0;
         for part in parts {
             let part = part?;
             for mut record in part.resumed {
                 match started.remove(&record.pid) {
-                    Some((start_name, args, line)) if start_name == record.name => {
-                        record.args = stitch(&args, &record.args);
-                        record.line = line;
+                    // A stitched call is the start's, as when reading the log whole.
+                    Some(start) if start.name == record.name => {
+                        record.args = stitch(&start.args, &record.args);
+                        record.line = start.line;
+                        record.comm = start.comm;
                         self.record(&record.borrowed());
                     }
                     _ => {
@@ -197,24 +204,17 @@ impl Replay {
                 }
             }
             self.merge(part.replay, offset);
-            for (pid, call, args, line) in part.started {
-                started.insert(pid, (call, args, offset + line));
+            for (pid, mut start) in part.started {
+                start.line += offset;
+                started.insert(pid, start);
             }
             offset += part.lines;
         }
         // Calls that never resumed: their entry still counts, as when reading it whole.
         let mut left: Vec<_> = started.into_iter().collect();
-        left.sort_by_key(|(_, (_, _, line))| *line);
-        for (pid, (call, args, line)) in left {
-            self.record(&Record {
-                pid: pid.or(file_pid),
-                name: &call,
-                args: &args,
-                ret: None,
-                errno: None,
-                detail: "",
-                line,
-            });
+        left.sort_by_key(|(_, start)| start.line);
+        for (pid, start) in left {
+            self.record(&start.unanswered(pid));
         }
         Ok(())
     }
@@ -236,8 +236,10 @@ impl Replay {
 
     /// Adds another replay's counts; its line numbers start `offset` lines into the file.
     fn merge(&mut self, other: Replay, offset: u64) {
-        for (pid, recorder) in other.recorders.list {
-            self.recorders.of(pid).merge(&recorder);
+        for (process, recorder) in other.recorders.list {
+            self.recorders
+                .of(process.pid, &process.comm)
+                .merge(&recorder);
         }
         for (calls, other) in self.calls.iter_mut().zip(other.calls) {
             *calls += other;
@@ -263,13 +265,14 @@ impl Replay {
         for syscall in Syscall::ALL {
             tally.add_calls(syscall, self.calls[syscall as usize]);
         }
-        for (pid, recorder) in &self.recorders.list {
-            let process = Process {
-                pid: *pid,
-                comm: String::new(),
-            };
-            for site in Site::ALL {
-                tally.add(process.clone(), site, &recorder.counts(site));
+        // Only what a log decides: the core also records, as unreadable, the sites it had
+        // no task state for.
+        for (process, recorder) in &self.recorders.list {
+            for site in Site::ALL.into_iter().filter(|&site| decides(site)) {
+                let counts = recorder.counts(site);
+                if counts.total() > 0 {
+                    tally.add(process.clone(), site, &counts);
+                }
             }
         }
         tally

@@ -1,9 +1,10 @@
 //! Running strace: the system's `strace` with one fixed flag set, its output streamed
 //! through a FIFO into the replay as it is written (constant memory however long it runs).
 //!
-//! Flags: `-f` (children and threads), `-qq` (no attach/exit chatter), `-v -s 65536`
-//! (arrays and structures in full), `-e trace=` the syscalls the log source decodes, and
-//! `LANG=C` (untranslated errno texts).
+//! Flags: `-f` (children and threads), `-Y` (each line names its thread's command),
+//! `-qq` (no attach/exit chatter), `-v -s 65536` (arrays and structures in full),
+//! `-e trace=` the syscalls the log source decodes, and `LANG=C` (untranslated errno
+//! texts).
 
 use std::{
     ffi::OsString,
@@ -38,7 +39,7 @@ pub fn run(target: &Target, replay: &mut Replay) -> Result<ExitStatus, Error> {
     .map_err(std::io::Error::from)?;
     let mut command = Command::new("strace");
     command
-        .args(["-f", "-qq", "-v", "-s", "65536", "-e", TRACED, "-o"])
+        .args(["-f", "-Y", "-qq", "-v", "-s", "65536", "-e", TRACED, "-o"])
         .arg(&fifo)
         .env("LANG", "C")
         .env("LC_ALL", "C");
