@@ -90,12 +90,43 @@ fn bounds(against: u64, counts: &Counts) -> (f64, f64) {
     (low, high)
 }
 
+/// A direction of a branch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arm {
+    Taken,
+    NotTaken,
+}
+
+impl Arm {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Arm::Taken => "taken",
+            Arm::NotTaken => "not taken",
+        }
+    }
+
+    /// The evaluations of `counts` that went this way.
+    pub const fn of(self, counts: &Counts) -> u64 {
+        match self {
+            Arm::Taken => counts.taken,
+            Arm::NotTaken => counts.not_taken,
+        }
+    }
+}
+
+/// The direction a hint calls rare (for an unhinted site: the minority of `counts`).
+pub fn rare_arm(hint: Hint, counts: &Counts) -> Arm {
+    match hint {
+        Hint::Likely => Arm::NotTaken,
+        Hint::Unlikely => Arm::Taken,
+        Hint::None if counts.taken <= counts.not_taken => Arm::Taken,
+        Hint::None => Arm::NotTaken,
+    }
+}
+
 pub fn judge(hint: Hint, counts: &Counts) -> Verdict {
-    let against = match hint {
-        Hint::Likely => counts.not_taken,
-        Hint::Unlikely => counts.taken,
-        Hint::None => counts.taken.min(counts.not_taken),
-    };
+    let against = rare_arm(hint, counts).of(counts);
     let (low, high) = bounds(against, counts);
     let kind = if counts.taken + counts.not_taken == 0 {
         VerdictKind::NoData

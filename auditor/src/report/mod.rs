@@ -13,7 +13,7 @@ use crate::{
     kernel_src,
     readiness::{self, Hint, SiteInfo},
     tally::Tally,
-    verdict::{self, Verdict},
+    verdict::{self, Arm, Verdict},
 };
 
 pub use json::write_json;
@@ -79,6 +79,18 @@ pub struct SiteReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proposed_hint: Option<Hint>,
     pub verdict: Verdict,
+    /// The direction the (proposed) hint calls rare; for an unhinted site, the minority.
+    pub rare_arm: Arm,
+    /// The processes that took the rare arm, most evaluations first.
+    pub rare_from: Vec<RareSource>,
+}
+
+/// A process's evaluations of a site's rare arm.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct RareSource {
+    pub pid: u32,
+    pub comm: String,
+    pub evaluations: u64,
 }
 
 /// A hint to judge instead of the catalogue's, as a patch would change it.
@@ -193,6 +205,8 @@ impl Report {
                     taken_share: if measured { taken_share(&counts) } else { None },
                     proposed_hint: None,
                     verdict,
+                    rare_arm: verdict::rare_arm(info.hint, &counts),
+                    rare_from: Vec::new(),
                 }
             })
             .collect();
@@ -219,8 +233,29 @@ impl Report {
             leading_notes,
             trailing_notes,
         };
+        report.refresh_rare_sources();
         report.refresh_notes();
         report
+    }
+
+    /// Works out, per site, which processes took the arm its hint calls rare.
+    fn refresh_rare_sources(&mut self) {
+        for site in &mut self.sites {
+            let hint = site.proposed_hint.unwrap_or(site.info.hint);
+            site.rare_arm = verdict::rare_arm(hint, &site.counts);
+            site.rare_from = self
+                .processes
+                .iter()
+                .filter(|p| p.site == site.info.id && site.rare_arm.of(&p.counts) > 0)
+                .map(|p| RareSource {
+                    pid: p.pid,
+                    comm: p.comm.clone(),
+                    evaluations: site.rare_arm.of(&p.counts),
+                })
+                .collect();
+            site.rare_from
+                .sort_by_key(|r| (std::cmp::Reverse(r.evaluations), r.pid));
+        }
     }
 
     /// Judges the proposed hints instead of the catalogue's for their sites.
@@ -235,6 +270,8 @@ impl Report {
                 }
             }
         }
+        self.refresh_rare_sources();
+        self.refresh_notes();
         self
     }
 
@@ -330,6 +367,12 @@ fn site_notes(sites: &[SiteReport]) -> Vec<String> {
     }
     for site in sites
         .iter()
+        .filter(|s| s.measured && !s.rare_from.is_empty())
+    {
+        notes.push(rare_note(site));
+    }
+    for site in sites
+        .iter()
         .filter(|s| s.measured && s.counts.unreadable > 0)
     {
         notes.push(format!(
@@ -339,6 +382,41 @@ fn site_notes(sites: &[SiteReport]) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// Who took a site's rare arm: the first few processes by evaluations, and how many more.
+fn rare_note(site: &SiteReport) -> String {
+    const NAMED: usize = 3;
+    let hint = site.proposed_hint.unwrap_or(site.info.hint);
+    let why = match hint {
+        Hint::None => "the minority".to_string(),
+        hint => format!("against `{}`", hint.name()),
+    };
+    let named: Vec<String> = site
+        .rare_from
+        .iter()
+        .take(NAMED)
+        .map(|r| match r.comm.as_str() {
+            "" => format!("pid {}: {}", r.pid, r.evaluations),
+            comm => format!("{comm} (pid {}): {}", r.pid, r.evaluations),
+        })
+        .collect();
+    let rest = &site.rare_from[site.rare_from.len().min(NAMED)..];
+    let more = if rest.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", and {} more processes ({})",
+            rest.len(),
+            rest.iter().map(|r| r.evaluations).sum::<u64>()
+        )
+    };
+    format!(
+        "{}: its rare direction, {} ({why}), came from {}{more}.",
+        site.info.id,
+        site.rare_arm.name(),
+        named.join(", ")
+    )
 }
 
 /// `12.34%`, with tiny non-zero shares shown as such rather than as 0.00%.
@@ -353,7 +431,10 @@ pub fn percent(share: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{tally::Process, verdict::VerdictKind};
+    use crate::{
+        tally::Process,
+        verdict::{Arm, VerdictKind},
+    };
 
     #[test]
     fn proposals_are_parsed_and_named_when_wrong() {
@@ -431,6 +512,63 @@ mod tests {
         assert_eq!(
             report.site(Site::PollFdNotOpen).verdict.kind,
             VerdictKind::NotMeasured
+        );
+    }
+
+    #[test]
+    fn the_processes_that_took_the_rare_arm_are_named() {
+        let mut tally = Tally::default();
+        for (pid, comm, taken, not_taken) in [
+            (10, "ssh", 2, 500),
+            (11, "", 0, 90),
+            (12, "curl", 7, 30),
+            (13, "nginx", 1, 0),
+            (14, "redis", 1, 5),
+        ] {
+            let process = Process {
+                pid,
+                comm: comm.into(),
+            };
+            tally.add(
+                process,
+                Site::PollFdNegative,
+                &Counts::new(taken, not_taken, 0),
+            );
+        }
+        let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| true);
+        let site = report.site(Site::PollFdNegative);
+        assert_eq!(site.rare_arm, Arm::Taken);
+        let from: Vec<(u32, u64)> = site
+            .rare_from
+            .iter()
+            .map(|r| (r.pid, r.evaluations))
+            .collect();
+        assert_eq!(from, [(12, 7), (10, 2), (13, 1), (14, 1)]);
+        let note = report
+            .notes
+            .iter()
+            .find(|n| n.starts_with("poll.fd_negative: its rare"));
+        assert_eq!(
+            note.map(String::as_str),
+            Some(
+                "poll.fd_negative: its rare direction, taken (against `unlikely`), came from \
+                 curl (pid 12): 7, ssh (pid 10): 2, nginx (pid 13): 1, and 1 more processes (1)."
+            )
+        );
+        // Proposing `likely` makes the other direction the rare one.
+        let proposal = Proposal {
+            site: Site::PollFdNegative,
+            hint: Hint::Likely,
+        };
+        let report = report.with_proposals(&[proposal]);
+        let site = report.site(Site::PollFdNegative);
+        assert_eq!(site.rare_arm, Arm::NotTaken);
+        assert_eq!(site.rare_from[0].pid, 10);
+        assert_eq!(site.rare_from.len(), 4);
+        assert!(
+            report.notes.iter().any(|n| n.contains("pid 11: 90")),
+            "{:?}",
+            report.notes
         );
     }
 }
