@@ -1,13 +1,15 @@
 //! Golden tests on real programs: every fixture log (recorded by `cargo xtask
 //! record-fixtures` while the probe watched the same processes) parses to exactly the
-//! probe's counts for each site a log decides; the rest are reported as not measured.
+//! probe's counts for each site a log decides, in total and per process (pid and command
+//! name); the rest are reported as not measured.
 
-use std::path::Path;
+use std::{collections::BTreeMap, path::Path};
 
 use auditor::{
     readiness,
     report::Report,
     source::strace::replay::{self, Replay},
+    tally::Tally,
 };
 use auditor_common::{Counts, Site};
 
@@ -60,5 +62,55 @@ fn every_fixture_parses_to_the_probes_counts() {
                 assert!(!report.site(site).measured, "{id}");
             }
         }
+        assert_eq!(
+            logged_processes(&tally),
+            probed_processes(&expected),
+            "{}: per process",
+            log.display()
+        );
     }
+}
+
+type Rows = BTreeMap<(u64, String, String), (u64, u64, u64)>;
+
+/// (pid, comm, site) -> (taken, not taken, unreadable) for the sites a log decides.
+fn logged_processes(tally: &Tally) -> Rows {
+    tally
+        .per_process()
+        .filter(|(_, site, counts)| replay::decides(*site) && counts.total() > 0)
+        .map(|(process, site, c)| {
+            let key = (
+                u64::from(process.pid),
+                process.comm.clone(),
+                readiness::info(site).id.to_string(),
+            );
+            (key, (c.taken, c.not_taken, c.unreadable))
+        })
+        .collect()
+}
+
+/// The same rows from the probe's report, as the fixture recorded them.
+fn probed_processes(expected: &serde_json::Value) -> Rows {
+    let decided = |id: &str| {
+        Site::ALL
+            .into_iter()
+            .any(|site| readiness::info(site).id == id && replay::decides(site))
+    };
+    let rows = expected["processes"].as_array().expect("per-process rows");
+    rows.iter()
+        .filter(|row| decided(row["site"].as_str().unwrap()))
+        .map(|row| {
+            let count = |key: &str| row[key].as_u64().unwrap();
+            let key = (
+                count("pid"),
+                row["comm"].as_str().unwrap().to_string(),
+                row["site"].as_str().unwrap().to_string(),
+            );
+            (
+                key,
+                (count("taken"), count("not_taken"), count("unreadable")),
+            )
+        })
+        .filter(|(_, (taken, not_taken, unreadable))| taken + not_taken + unreadable > 0)
+        .collect()
 }

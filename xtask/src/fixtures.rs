@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use crate::{build, exec, workspace_root};
 
 /// The syscalls the strace source decodes (as `auditor strace` traces them).
-const TRACED: &str = "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,epoll_pwait2,close";
+const TRACED: &str =
+    "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,epoll_pwait2,close,clone,clone3";
 
 /// Where the throwaway sshd of the ssh fixture keeps its keys and configuration.
 const SSH_DIR: &str = "target/fixture-sshd";
@@ -35,17 +36,18 @@ const PROGRAMS: [(&str, &str); 3] = [
     ),
 ];
 
-/// Pids that have lines in a strace -f log.
+/// Pids that have lines in a strace -f -Y log (`PID<comm> ...`).
 fn logged_pids(log: &str) -> BTreeSet<u64> {
     log.lines()
-        .filter_map(|line| line.split_whitespace().next()?.parse().ok())
+        .filter_map(|line| line.split([' ', '<']).next()?.parse().ok())
         .collect()
 }
 
-/// Per-site counts of the probe's report, over the processes strace logged (its own and
-/// its child's calls before exec run under the name `strace`).
-fn expected(report: &Value, pids: &BTreeSet<u64>) -> anyhow::Result<Value> {
+/// The probe's counts over the processes strace logged (its own and its child's calls
+/// before exec run under the name `strace`): per site, and per process and site.
+fn expected(report: &Value, pids: &BTreeSet<u64>) -> anyhow::Result<(Value, Value)> {
     let mut sites = serde_json::Map::new();
+    let mut processes = Vec::new();
     for row in report["processes"]
         .as_array()
         .context("no processes in the report")?
@@ -54,6 +56,7 @@ fn expected(report: &Value, pids: &BTreeSet<u64>) -> anyhow::Result<Value> {
         if !pids.contains(&pid) || row["comm"] == "strace" {
             continue;
         }
+        processes.push(row.clone());
         let site = row["site"].as_str().context("row without a site")?;
         let entry = sites
             .entry(site.to_string())
@@ -63,7 +66,7 @@ fn expected(report: &Value, pids: &BTreeSet<u64>) -> anyhow::Result<Value> {
             entry[key] = json!(sum);
         }
     }
-    Ok(Value::Object(sites))
+    Ok((Value::Object(sites), Value::Array(processes)))
 }
 
 /// Starts a throwaway sshd on 127.0.0.1 that takes a throwaway key (installing
@@ -129,6 +132,7 @@ fn record_all(auditor: &Path, root: &Path) -> anyhow::Result<()> {
                 "--",
                 "strace",
                 "-f",
+                "-Y",
                 "-qq",
                 "-v",
             ])
@@ -147,10 +151,12 @@ fn record_all(auditor: &Path, root: &Path) -> anyhow::Result<()> {
         }
         let report: Value = serde_json::from_slice(&output.stdout)?;
         let text = std::fs::read_to_string(&log)?;
+        let (sites, processes) = expected(&report, &logged_pids(&text))?;
         let expected = json!({
             "program": program,
-            "recorded_with": "cargo xtask record-fixtures: auditor trace (the probe) around strace -f -qq -v -s 65536",
-            "sites": expected(&report, &logged_pids(&text))?,
+            "recorded_with": "cargo xtask record-fixtures: auditor trace (the probe) around strace -f -Y -qq -v -s 65536",
+            "sites": sites,
+            "processes": processes,
         });
         write_json(&dir.join(format!("{name}.expected.json")), &expected)?;
         println!("  {} lines, {} bytes", text.lines().count(), text.len());

@@ -406,8 +406,13 @@ fn rare_note(site: &SiteReport) -> String {
         String::new()
     } else {
         format!(
-            ", and {} more processes ({})",
+            ", and {} more {} ({})",
             rest.len(),
+            if rest.len() == 1 {
+                "process"
+            } else {
+                "processes"
+            },
             rest.iter().map(|r| r.evaluations).sum::<u64>()
         )
     };
@@ -552,7 +557,7 @@ mod tests {
             note.map(String::as_str),
             Some(
                 "poll.fd_negative: its rare direction, taken (against `unlikely`), came from \
-                 curl (pid 12): 7, ssh (pid 10): 2, nginx (pid 13): 1, and 1 more processes (1)."
+                 curl (pid 12): 7, ssh (pid 10): 2, nginx (pid 13): 1, and 1 more process (1)."
             )
         );
         // Proposing `likely` makes the other direction the rare one.

@@ -74,6 +74,13 @@ fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     split_args(inner).find_map(|part| part.strip_prefix(key)?.strip_prefix('='))
 }
 
+/// The names in a `flags=A|B|C` argument or field (clone, clone3); none if it has none.
+pub fn flags(args: &str) -> impl Iterator<Item = &str> {
+    let value = args.split_once("flags=").map_or("", |(_, rest)| rest);
+    let end = value.find([',', '}', ')']).unwrap_or(value.len());
+    value[..end].split('|').map(str::trim_ascii)
+}
+
 /// An fd as strace prints it, `3` or `3</dev/null>`.
 pub fn fd(text: &str) -> Option<i32> {
     let end = text.bytes().position(|b| b == b'<').unwrap_or(text.len());

@@ -63,7 +63,11 @@ impl Recorders {
 /// Counts from one or more strace logs.
 #[derive(Default)]
 pub struct Replay {
+    /// Per thread id (strace prints threads' ids) and command name.
     recorders: Recorders,
+    /// The thread that created each thread (clone with CLONE_THREAD): the probe counts per
+    /// process, so a thread's counts go to its thread group.
+    created_by: HashMap<u32, u32>,
     /// Calls replayed, per syscall (indexed by discriminant).
     calls: [u64; SYSCALL_COUNT],
     /// (file, line, why) of the first lines that could not be parsed.
@@ -78,6 +82,7 @@ impl Replay {
     pub fn record(&mut self, record: &Record<&str>) {
         // Not a call any measured site depends on.
         let Some(syscall) = Syscall::from_name(record.name) else {
+            self.note_thread(record);
             return;
         };
         let recorder = self.recorders.of(record.pid.unwrap_or(0), record.comm);
@@ -102,6 +107,30 @@ impl Replay {
             Some(()) => self.calls[syscall as usize] += 1,
             None => *self.undecoded.entry(record.name.to_string()).or_default() += 1,
         }
+    }
+
+    /// `clone`/`clone3` with CLONE_THREAD: the new thread belongs to the caller's process.
+    fn note_thread(&mut self, record: &Record<&str>) {
+        let creates_thread = matches!(record.name, "clone" | "clone3")
+            && decode::flags(record.args).any(|flag| flag == "CLONE_THREAD");
+        if let (true, Some(parent), Some(tid)) = (creates_thread, record.pid, record.ret)
+            && let Ok(tid) = u32::try_from(tid)
+            && tid > 0
+        {
+            self.created_by.insert(tid, parent);
+        }
+    }
+
+    /// The process (thread group) of thread `tid`, as far as the log shows its creation.
+    fn process_of(&self, mut tid: u32) -> u32 {
+        // Bounded: a log that reuses thread ids could otherwise make a cycle.
+        for _ in 0..self.created_by.len() {
+            match self.created_by.get(&tid) {
+                Some(&parent) => tid = parent,
+                None => break,
+            }
+        }
+        tid
     }
 
     fn unparsed(&mut self, file: &str, line: u64, why: String) {
@@ -241,6 +270,7 @@ impl Replay {
                 .of(process.pid, &process.comm)
                 .merge(&recorder);
         }
+        self.created_by.extend(other.created_by);
         for (calls, other) in self.calls.iter_mut().zip(other.calls) {
             *calls += other;
         }
@@ -267,7 +297,11 @@ impl Replay {
         }
         // Only what a log decides: the core also records, as unreadable, the sites it had
         // no task state for.
-        for (process, recorder) in &self.recorders.list {
+        for (thread, recorder) in &self.recorders.list {
+            let process = Process {
+                pid: self.process_of(thread.pid),
+                comm: thread.comm.clone(),
+            };
             for site in Site::ALL.into_iter().filter(|&site| decides(site)) {
                 let counts = recorder.counts(site);
                 if counts.total() > 0 {
@@ -377,6 +411,42 @@ mod tests {
         );
         assert_eq!(file_pid(Path::new("/tmp/log.1234")), Some(1234));
         assert_eq!(file_pid(Path::new("/tmp/log")), None);
+    }
+
+    /// strace names threads by their own ids; the probe counts per process. Real lines
+    /// (strace 6.1, -f -Y) of python starting two threads (one clone3 interrupted) and
+    /// forking once.
+    #[test]
+    fn threads_count_for_their_process_and_forks_for_their_own() {
+        let log = "20971<python3> clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|CLONE_SETTLS|CLONE_PARENT_SETTID|CLONE_CHILD_CLEARTID, child_tid=0x7f1f92d1b990, parent_tid=0x7f1f92d1b990, exit_signal=0, stack=0x7f1f9251b000, stack_size=0x7fff80, tls=0x7f1f92d1b6c0} => {parent_tid=[21012<python3>]}, 88) = 21012<python3>
+21012<python3> close(3)                 = 0
+21012<python3> clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|CLONE_SETTLS|CLONE_PARENT_SETTID|CLONE_CHILD_CLEARTID, child_tid=0x7f1f9251a990, parent_tid=0x7f1f9251a990, exit_signal=0, stack=0x7f1f91d1a000, stack_size=0x7fff80, tls=0x7f1f9251a6c0} <unfinished ...>
+20971<python3> close(4)                 = 0
+21012<python3> <... clone3 resumed> => {parent_tid=[21014<python3>]}, 88) = 21014<python3>
+21014<python3> poll([{fd=-1}], 1, 0)    = 0 (Timeout)
+20971<python3> clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7fce1048da10) = 21013<python3>
+21013<python3> close(3)                 = 0
+";
+        let mut replay = Replay::default();
+        replay.ingest("threads.log", log.as_bytes(), None);
+        assert_eq!(replay.unreadable(), 0, "{:?}", replay.notes());
+        let rows: Vec<(u32, String, Site, Counts)> = replay
+            .tally()
+            .per_process()
+            .map(|(p, site, counts)| (p.pid, p.comm.clone(), site, *counts))
+            .collect();
+        let python = |pid: u32, site, counts| (pid, "python3".to_string(), site, counts);
+        assert_eq!(
+            rows,
+            [
+                python(20971, Site::PollNfdsOverRlimit, Counts::new(0, 1, 0)),
+                python(20971, Site::PollEntriesOnHeap, Counts::new(0, 1, 0)),
+                python(20971, Site::PollZeroTimeout, Counts::new(1, 0, 0)),
+                python(20971, Site::PollFdNegative, Counts::new(1, 0, 0)),
+                python(20971, Site::CloseOk, Counts::new(2, 0, 0)),
+                python(21013, Site::CloseOk, Counts::new(1, 0, 0)),
+            ]
+        );
     }
 }
 

@@ -3,8 +3,8 @@
 //!
 //! Flags: `-f` (children and threads), `-Y` (each line names its thread's command),
 //! `-qq` (no attach/exit chatter), `-v -s 65536` (arrays and structures in full),
-//! `-e trace=` the syscalls the log source decodes, and `LANG=C` (untranslated errno
-//! texts).
+//! `-e trace=` the syscalls the log source decodes and the clones that tell threads from
+//! processes, and `LANG=C` (untranslated errno texts).
 
 use std::{
     ffi::OsString,
@@ -14,8 +14,10 @@ use std::{
 use super::replay::Replay;
 use crate::Error;
 
-/// The syscalls whose lines the strace source decodes.
-const TRACED: &str = "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,epoll_pwait2,close";
+/// The syscalls whose lines the strace source decodes, and the clones that say which
+/// threads belong to which process.
+const TRACED: &str =
+    "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,epoll_pwait2,close,clone,clone3";
 
 /// What strace traces.
 #[derive(Clone, Debug)]
