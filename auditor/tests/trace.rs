@@ -322,7 +322,8 @@ fn probe_and_strace_agree_on_one_run() {
     use auditor::source::strace::replay::{self, Replay};
     require_privileges();
     let steps = "poll:3:40:4:2 ppoll:2:5:1:1:3 select:2:-1 pselect6:2:70 select-ebadf:1 \
-                 epoll_wait:2:1 epoll_pwait:1:0 epoll-ebadf:1 close:2:1 fork poll:1:8:2 select:1:10";
+                 epoll_wait:2:1 epoll_pwait:1:0 epoll-ebadf:1 close:2:1 fork poll:1:8:2 select:1:10 \
+                 thread poll:2:5:1 close:1:0";
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("cross.log");
     let mut argv: Vec<std::ffi::OsString> = ["strace", "-f", "-Y", "-v", "-s", "65536", "-o"]
@@ -356,6 +357,7 @@ fn probe_and_strace_agree_on_one_run() {
     let logged_rows = per_process(&from_log);
     let pids: std::collections::BTreeSet<u32> =
         logged_rows.keys().map(|(pid, _, _)| *pid).collect();
+    // The child's thread counts for the child, as the probe counts it.
     assert_eq!(pids.len(), 2, "the workload and its child: {pids:?}");
     let probed_rows: std::collections::BTreeMap<_, _> = per_process(&session.tally)
         .into_iter()
