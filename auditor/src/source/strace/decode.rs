@@ -76,8 +76,11 @@ fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 
 /// The names in a `flags=A|B|C` argument or field (clone, clone3); none if it has none.
 pub fn flags(args: &str) -> impl Iterator<Item = &str> {
-    let value = args.split_once("flags=").map_or("", |(_, rest)| rest);
-    let end = value.find([',', '}', ')']).unwrap_or(value.len());
+    let value = memchr::memmem::find(args.as_bytes(), b"flags=").map_or("", |at| &args[at + 6..]);
+    let end = value
+        .bytes()
+        .position(|b| matches!(b, b',' | b'}' | b')'))
+        .unwrap_or(value.len());
     value[..end].split('|').map(str::trim_ascii)
 }
 

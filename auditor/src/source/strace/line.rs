@@ -114,6 +114,17 @@ fn pid_and_comm(text: &str) -> (Option<u32>, Option<&str>) {
     }
 }
 
+/// The `>` of `<comm> ` that starts at `at` (a command name may hold `>` itself).
+fn comm_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        at += memchr::memchr(b'>', &bytes[at..])?;
+        if bytes.get(at + 1) == Some(&b' ') {
+            return Some(at);
+        }
+        at += 1;
+    }
+}
+
 /// Splits `[pid N] `, `N ` or `N<comm> ` (-Y) and timestamps (-t, -tt, -ttt, -r) off the
 /// front of a line.
 fn prefix(line: &str) -> (Option<u32>, Option<&str>, &str) {
@@ -133,7 +144,7 @@ fn prefix(line: &str) -> (Option<u32>, Option<&str>, &str) {
         if digits > at {
             let next = match bytes.get(digits) {
                 Some(b' ') => Some(digits),
-                Some(b'<') => line[digits..].find("> ").map(|end| digits + end + 1),
+                Some(b'<') => comm_end(bytes, digits).map(|end| end + 1),
                 _ => None,
             };
             if let Some(next) = next {
