@@ -40,7 +40,12 @@ struct Recorders {
 
 impl Recorders {
     fn of(&mut self, pid: u32, comm: &str) -> &mut Recorder {
-        let is = |(process, _): &(Process, Recorder)| process.pid == pid && process.comm == comm;
+        // Names compared inline: a memcmp call per line cost a third of ingest's time.
+        let is = |(process, _): &(Process, Recorder)| {
+            process.pid == pid
+                && process.comm.len() == comm.len()
+                && process.comm.bytes().zip(comm.bytes()).all(|(a, b)| a == b)
+        };
         if !self.list.get(self.last).is_some_and(is) {
             let indexes = self.index.entry(pid).or_default();
             self.last = match indexes.iter().find(|&&i| is(&self.list[i])) {
