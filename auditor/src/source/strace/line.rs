@@ -34,6 +34,9 @@ pub enum Event<'a> {
     Signal(&'a str),
     /// `+++ exited with 0 +++`, `+++ killed by SIGKILL +++`.
     Exit(&'a str),
+    /// ` > /lib/libc.so.6(poll+0x10) [0xfc230]`: a frame of the stack of the call before
+    /// (`-k`).
+    Frame(&'a str),
 }
 
 /// What a call returned.
@@ -269,6 +272,8 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
     }
     let event = if let Some(signal) = rest.strip_prefix("--- ") {
         Event::Signal(signal.trim_end_matches(" ---"))
+    } else if let Some(frame) = rest.strip_prefix("> ") {
+        Event::Frame(frame)
     } else if let Some(exit) = rest.strip_prefix("+++ ") {
         Event::Exit(exit.trim_end_matches(" +++"))
     } else if let Some(resumed) = rest.strip_prefix("<... ") {
@@ -414,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn signals_and_exits() {
+    fn signals_exits_and_stack_frames() {
         assert_eq!(
             parse("9309  07:59:38.470620 --- SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED} ---")
                 .unwrap()
@@ -430,6 +435,12 @@ mod tests {
         assert_eq!(
             parse("+++ killed by SIGKILL +++").unwrap().event,
             Event::Exit("killed by SIGKILL")
+        );
+        assert_eq!(
+            parse(" > /usr/lib/x86_64-linux-gnu/libc.so.6(poll+0x10) [0xfc230]")
+                .unwrap()
+                .event,
+            Event::Frame("/usr/lib/x86_64-linux-gnu/libc.so.6(poll+0x10) [0xfc230]")
         );
     }
 

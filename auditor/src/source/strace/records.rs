@@ -60,7 +60,7 @@ impl Record<String> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Item<S> {
     Record(Record<S>),
-    /// A signal or an exit: nothing to count.
+    /// A signal, an exit or a stack frame (`-k`): nothing to count.
     Event {
         line: u64,
     },
@@ -309,7 +309,7 @@ impl Records {
                     why: format!("`{name}` resumed without its start"),
                 }),
             },
-            Event::Signal(_) => sink(Item::Event { line: number }),
+            Event::Signal(_) | Event::Frame(_) => sink(Item::Event { line: number }),
             Event::Exit(_) => {
                 // A call still unfinished when its task exits never returned: its entry
                 // still counts, without a return value.

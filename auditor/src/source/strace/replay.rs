@@ -419,8 +419,8 @@ mod tests {
     }
 
     /// strace names threads by their own ids; the probe counts per process. Real lines
-    /// (strace 6.1, -f -Y) of python starting two threads (one clone3 interrupted) and
-    /// forking once.
+    /// (strace 6.1, -f -Y -k) of python starting two threads (one clone3 interrupted) and
+    /// forking once; stack frames (-k) count as nothing.
     #[test]
     fn threads_count_for_their_process_and_forks_for_their_own() {
         let log = "20971<python3> clone3({flags=CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|CLONE_SETTLS|CLONE_PARENT_SETTID|CLONE_CHILD_CLEARTID, child_tid=0x7f1f92d1b990, parent_tid=0x7f1f92d1b990, exit_signal=0, stack=0x7f1f9251b000, stack_size=0x7fff80, tls=0x7f1f92d1b6c0} => {parent_tid=[21012<python3>]}, 88) = 21012<python3>
@@ -429,6 +429,8 @@ mod tests {
 20971<python3> close(4)                 = 0
 21012<python3> <... clone3 resumed> => {parent_tid=[21014<python3>]}, 88) = 21014<python3>
 21014<python3> poll([{fd=-1}], 1, 0)    = 0 (Timeout)
+ > /usr/lib/x86_64-linux-gnu/libc.so.6(poll+0x10) [0xfc230]
+ > /root/.pyenv/versions/3.11.7/lib/python3.11/lib-dynload/select.cpython-311-x86_64-linux-gnu.so(select_poll_poll+0x10e) [0x2a5e]
 20971<python3> clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD, child_tidptr=0x7fce1048da10) = 21013<python3>
 21013<python3> close(3)                 = 0
 ";
