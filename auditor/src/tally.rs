@@ -18,6 +18,9 @@ pub struct Tally {
     /// Counts the source could not attribute to a process (the probe's table was full).
     unattributed: BTreeMap<Site, Counts>,
     calls: BTreeMap<&'static str, u64>,
+    /// Counts per site and calling code, for the calls whose stacks the source saw
+    /// (`strace -k`).
+    callers: BTreeMap<(Site, String), Counts>,
     /// Probe runs the kernel skipped (another BPF program ran on that CPU).
     missed_probe_runs: u64,
 }
@@ -74,6 +77,20 @@ impl Tally {
             .map(|(site, counts)| (*site, counts))
     }
 
+    pub fn add_caller(&mut self, site: Site, caller: &str, counts: &Counts) {
+        if counts.total() > 0 {
+            let key = (site, caller.to_string());
+            self.callers.entry(key).or_default().add(counts);
+        }
+    }
+
+    /// Rows per (site, calling code), ordered by site then caller.
+    pub fn callers(&self) -> impl Iterator<Item = (Site, &str, &Counts)> {
+        self.callers
+            .iter()
+            .map(|((site, caller), counts)| (*site, caller.as_str(), counts))
+    }
+
     /// Calls seen per syscall name.
     pub fn calls(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
         self.calls.iter().map(|(name, calls)| (*name, *calls))
@@ -100,6 +117,9 @@ impl Tally {
         }
         for (name, calls) in &other.calls {
             *self.calls.entry(name).or_default() += calls;
+        }
+        for (site, caller, counts) in other.callers() {
+            self.add_caller(site, caller, counts);
         }
         self.missed_probe_runs += other.missed_probe_runs;
     }

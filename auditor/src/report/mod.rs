@@ -83,6 +83,25 @@ pub struct SiteReport {
     pub rare_arm: Arm,
     /// The processes that took the rare arm, most evaluations first.
     pub rare_from: Vec<RareSource>,
+    /// The code that made the calls of the rare arm, when the source saw their stacks
+    /// (`strace -k`), most evaluations first.
+    pub rare_callers: Vec<RareCaller>,
+}
+
+/// Evaluations of a site's rare arm made by one piece of code.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct RareCaller {
+    pub caller: String,
+    pub evaluations: u64,
+}
+
+/// Counts of a site per calling code (`strace -k`).
+#[derive(Debug, Serialize)]
+pub struct CallerReport {
+    pub site: &'static str,
+    pub caller: String,
+    #[serde(flatten)]
+    pub counts: Counts,
 }
 
 /// A process's evaluations of a site's rare arm.
@@ -150,6 +169,8 @@ pub struct Report {
     pub sites: Vec<SiteReport>,
     /// One row per (process, site) with counts.
     pub processes: Vec<ProcessReport>,
+    /// One row per (site, calling code), when the source saw stacks.
+    pub callers: Vec<CallerReport>,
     /// Probe runs the kernel skipped; each may have lost a call.
     pub missed_probe_runs: u64,
     /// What the reader must know to trust the numbers.
@@ -207,6 +228,7 @@ impl Report {
                     verdict,
                     rare_arm: verdict::rare_arm(info.hint, &counts),
                     rare_from: Vec::new(),
+                    rare_callers: Vec::new(),
                 }
             })
             .collect();
@@ -228,6 +250,14 @@ impl Report {
             calls: tally.calls().map(|(n, c)| (n.to_string(), c)).collect(),
             sites,
             processes,
+            callers: tally
+                .callers()
+                .map(|(site, caller, counts)| CallerReport {
+                    site: readiness::info(site).id,
+                    caller: caller.to_string(),
+                    counts: *counts,
+                })
+                .collect(),
             missed_probe_runs: tally.missed_probe_runs(),
             notes: Vec::new(),
             leading_notes,
@@ -255,6 +285,20 @@ impl Report {
                 .collect();
             site.rare_from
                 .sort_by_key(|r| (std::cmp::Reverse(r.evaluations), r.pid));
+            site.rare_callers = self
+                .callers
+                .iter()
+                .filter(|c| c.site == site.info.id && site.rare_arm.of(&c.counts) > 0)
+                .map(|c| RareCaller {
+                    caller: c.caller.clone(),
+                    evaluations: site.rare_arm.of(&c.counts),
+                })
+                .collect();
+            site.rare_callers.sort_by(|a, b| {
+                b.evaluations
+                    .cmp(&a.evaluations)
+                    .then(a.caller.cmp(&b.caller))
+            });
         }
     }
 
@@ -384,44 +428,57 @@ fn site_notes(sites: &[SiteReport]) -> Vec<String> {
     notes
 }
 
-/// Who took a site's rare arm: the first few processes by evaluations, and how many more.
+/// Who took a site's rare arm: the first few processes by evaluations, and how many more;
+/// with stacks, the code that made those calls too.
 fn rare_note(site: &SiteReport) -> String {
-    const NAMED: usize = 3;
     let hint = site.proposed_hint.unwrap_or(site.info.hint);
     let why = match hint {
         Hint::None => "the minority".to_string(),
         hint => format!("against `{}`", hint.name()),
     };
-    let named: Vec<String> = site
-        .rare_from
-        .iter()
-        .take(NAMED)
-        .map(|r| match r.comm.as_str() {
-            "" => format!("pid {}: {}", r.pid, r.evaluations),
-            comm => format!("{comm} (pid {}): {}", r.pid, r.evaluations),
-        })
-        .collect();
-    let rest = &site.rare_from[site.rare_from.len().min(NAMED)..];
-    let more = if rest.is_empty() {
-        String::new()
-    } else {
-        format!(
-            ", and {} more {} ({})",
-            rest.len(),
-            if rest.len() == 1 {
-                "process"
-            } else {
-                "processes"
-            },
-            rest.iter().map(|r| r.evaluations).sum::<u64>()
-        )
-    };
-    format!(
-        "{}: its rare direction, {} ({why}), came from {}{more}.",
+    let processes = site.rare_from.iter().map(|r| {
+        let name = match r.comm.as_str() {
+            "" => format!("pid {}", r.pid),
+            comm => format!("{comm} (pid {})", r.pid),
+        };
+        (name, r.evaluations)
+    });
+    let mut note = format!(
+        "{}: its rare direction, {} ({why}), came from {}.",
         site.info.id,
         site.rare_arm.name(),
-        named.join(", ")
-    )
+        first_few(processes, "process", "processes")
+    );
+    if !site.rare_callers.is_empty() {
+        let with_stack: u64 = site.rare_callers.iter().map(|c| c.evaluations).sum();
+        let callers = site
+            .rare_callers
+            .iter()
+            .map(|c| (c.caller.clone(), c.evaluations));
+        note.push_str(&format!(
+            " Called from {} ({with_stack} of {} with a stack).",
+            first_few(callers, "caller", "callers"),
+            site.rare_arm.of(&site.counts)
+        ));
+    }
+    note
+}
+
+/// `a: 7, b: 2, c: 1, and 2 more processes (3)`: the first few of a list sorted by
+/// evaluations, and the rest in one sum.
+fn first_few(mut items: impl Iterator<Item = (String, u64)>, one: &str, many: &str) -> String {
+    const NAMED: usize = 3;
+    let mut text: Vec<String> = items
+        .by_ref()
+        .take(NAMED)
+        .map(|(name, evaluations)| format!("{name}: {evaluations}"))
+        .collect();
+    let (rest, evaluations) = items.fold((0, 0), |(n, sum), (_, e)| (n + 1, sum + e));
+    if rest > 0 {
+        let noun = if rest == 1 { one } else { many };
+        text.push(format!("and {rest} more {noun} ({evaluations})"));
+    }
+    text.join(", ")
 }
 
 /// `12.34%`, with tiny non-zero shares shown as such rather than as 0.00%.

@@ -300,12 +300,19 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
                 name,
                 args: start.trim_ascii(),
             }
-        } else {
-            let close = closing(args, 1).ok_or(LineError::Unclosed)?;
+        } else if let Some(close) = closing(args, 1) {
             Event::Call {
                 name,
                 args: &args[..close],
                 ret: return_value(&args[close + 1..])?,
+            }
+        } else {
+            // strace -f -k sometimes ends the start of an interrupted call with another
+            // call's stack frame instead of `<unfinished ...>`: `f(a, b,  > /lib/...`.
+            let cut = args.find("  > ").ok_or(LineError::Unclosed)?;
+            Event::Unfinished {
+                name,
+                args: args[..cut].trim_ascii(),
             }
         }
     };
@@ -415,6 +422,18 @@ mod tests {
         assert_eq!(
             (name, args, ret.value),
             ("wait4", "0x7ffffe37f8dc, WNOHANG, NULL", Some(0))
+        );
+    }
+
+    #[test]
+    fn a_start_cut_by_another_calls_stack_frame_is_unfinished() {
+        let line = "6198<pyenv-which> rt_sigprocmask(SIG_SETMASK, [],  > /usr/lib/x86_64-linux-gnu/libc.so.6(_exit+0x29) [0xd4409]";
+        assert_eq!(
+            parse(line).unwrap().event,
+            Event::Unfinished {
+                name: "rt_sigprocmask",
+                args: "SIG_SETMASK, [],"
+            }
         );
     }
 

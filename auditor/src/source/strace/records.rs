@@ -60,9 +60,14 @@ impl Record<String> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Item<S> {
     Record(Record<S>),
-    /// A signal, an exit or a stack frame (`-k`): nothing to count.
+    /// A signal or an exit: nothing to count.
     Event {
         line: u64,
+    },
+    /// A frame of the stack of the call before (`-k`), innermost first.
+    Frame {
+        line: u64,
+        frame: S,
     },
     /// Not a line strace writes, with why (the caller reports it with the file name).
     Unparsed {
@@ -309,7 +314,11 @@ impl Records {
                     why: format!("`{name}` resumed without its start"),
                 }),
             },
-            Event::Signal(_) | Event::Frame(_) => sink(Item::Event { line: number }),
+            Event::Signal(_) => sink(Item::Event { line: number }),
+            Event::Frame(frame) => sink(Item::Frame {
+                line: number,
+                frame,
+            }),
             Event::Exit(_) => {
                 // A call still unfinished when its task exits never returned: its entry
                 // still counts, without a return value.
@@ -341,6 +350,10 @@ pub fn items(log: &[u8], file_pid: Option<u32>) -> Vec<Item<String>> {
             Item::Record(record) => Item::Record(record.owned()),
             Item::Resumed(record) => Item::Resumed(record.owned()),
             Item::Event { line } => Item::Event { line },
+            Item::Frame { line, frame } => Item::Frame {
+                line,
+                frame: frame.to_string(),
+            },
             Item::Unparsed { line, why } => Item::Unparsed { line, why },
         })
     });
@@ -479,7 +492,7 @@ mod tests {
         let log = include_str!("../../../../fixtures/python-asyncio.log");
         let whole: Vec<_> = items(log.as_bytes(), None)
             .into_iter()
-            .filter(|item| !matches!(item, Item::Event { .. }))
+            .filter(|item| !matches!(item, Item::Event { .. } | Item::Frame { .. }))
             .collect();
         assert!(whole.len() > 500);
         assert_eq!(trickled(log.as_bytes(), false), whole);

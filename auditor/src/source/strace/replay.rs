@@ -8,7 +8,7 @@ use std::{
     path::Path,
 };
 
-use auditor_common::{SYSCALL_COUNT, Site, Syscall};
+use auditor_common::{Counts, SYSCALL_COUNT, Site, Syscall};
 
 use super::{
     decode,
@@ -80,17 +80,30 @@ pub struct Replay {
     unparsed_count: u64,
     /// Calls of followed syscalls whose arguments could not be decoded, per syscall.
     undecoded: BTreeMap<String, u64>,
+    /// The log shows stacks (`-k`): each call's counts are kept apart until its frames
+    /// name the code that made it.
+    stacks: bool,
+    /// What the call replayed last counted, while its frames may still follow.
+    last_call: Option<Recorder>,
+    /// Counts per site and calling code.
+    callers: BTreeMap<(Site, String), Counts>,
 }
 
 impl Replay {
     /// Replays one call.
     pub fn record(&mut self, record: &Record<&str>) {
+        self.last_call = None;
         // Not a call any measured site depends on.
         let Some(syscall) = Syscall::from_name(record.name) else {
             self.note_thread(record);
             return;
         };
-        let recorder = self.recorders.of(record.pid.unwrap_or(0), record.comm);
+        let (pid, comm) = (record.pid.unwrap_or(0), record.comm);
+        let mut call = self.stacks.then(Recorder::default);
+        let recorder = match call.as_mut() {
+            Some(call) => call,
+            None => self.recorders.of(pid, comm),
+        };
         let decoded = match syscall {
             Syscall::Poll | Syscall::Ppoll => {
                 decode::poll(record).map(|call| readiness::poll::poll(recorder, None, &call))
@@ -111,6 +124,31 @@ impl Replay {
         match decoded {
             Some(()) => self.calls[syscall as usize] += 1,
             None => *self.undecoded.entry(record.name.to_string()).or_default() += 1,
+        }
+        if let Some(call) = call {
+            self.recorders.of(pid, comm).merge(&call);
+            self.last_call = Some(call);
+        }
+    }
+
+    /// A frame of the last call's stack: the first outside the C library and the dynamic
+    /// loader names the code that made the call.
+    fn frame(&mut self, frame: &str) {
+        self.stacks = true;
+        if self.last_call.is_none() {
+            return;
+        }
+        let Some(caller) = caller(frame) else {
+            return;
+        };
+        if let Some(call) = self.last_call.take() {
+            for site in Site::ALL {
+                let counts = call.counts(site);
+                if counts.total() > 0 {
+                    let key = (site, caller.clone());
+                    self.callers.entry(key).or_default().add(&counts);
+                }
+            }
         }
     }
 
@@ -151,9 +189,14 @@ impl Replay {
     }
 
     fn item(&mut self, file: &str, item: Item<&str>) {
+        if let Item::Frame { frame, .. } = item {
+            return self.frame(frame);
+        }
+        // Frames follow their call at once: anything else in between ends its stack.
+        self.last_call = None;
         match item {
             Item::Record(record) => self.record(&record),
-            Item::Event { .. } => {}
+            Item::Event { .. } | Item::Frame { .. } => {}
             Item::Unparsed { line, why } => self.unparsed(file, line, why),
             // Only chunks yield these; `ingest_file` stitches them.
             Item::Resumed(record) => {
@@ -200,7 +243,11 @@ impl Replay {
                         let mut replay = Replay::default();
                         let mut resumed = Vec::new();
                         records.read(file.take(end - start), &mut |item| match item {
-                            Item::Resumed(record) => resumed.push(record.owned()),
+                            Item::Resumed(record) => {
+                                // Its frames are its own, not the call's before.
+                                replay.last_call = None;
+                                resumed.push(record.owned());
+                            }
                             item => replay.item(name, item),
                         });
                         Ok(Part {
@@ -254,7 +301,8 @@ impl Replay {
     }
 
     /// Replays log files (`-ff` files get their pid from their name), parsing large ones
-    /// in parts, one per core.
+    /// in parts, one per core, unless they hold stacks (`-k`): those are read whole, so
+    /// that every stack stays with its call.
     pub fn ingest_logs(&mut self, paths: &[std::path::PathBuf]) -> std::io::Result<()> {
         const WHOLE_BELOW: u64 = 16 << 20;
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
@@ -262,7 +310,11 @@ impl Replay {
             let size = std::fs::metadata(path)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?
                 .len();
-            let chunks = if size < WHOLE_BELOW { 1 } else { cores };
+            let chunks = if size < WHOLE_BELOW || has_stacks(path)? {
+                1
+            } else {
+                cores
+            };
             self.ingest_file(path, file_pid(path), chunks)?;
         }
         Ok(())
@@ -276,6 +328,9 @@ impl Replay {
                 .merge(&recorder);
         }
         self.created_by.extend(other.created_by);
+        for (key, counts) in other.callers {
+            self.callers.entry(key).or_default().add(&counts);
+        }
         for (calls, other) in self.calls.iter_mut().zip(other.calls) {
             *calls += other;
         }
@@ -299,6 +354,11 @@ impl Replay {
         let mut tally = Tally::default();
         for syscall in Syscall::ALL {
             tally.add_calls(syscall, self.calls[syscall as usize]);
+        }
+        for ((site, caller), counts) in &self.callers {
+            if decides(*site) {
+                tally.add_caller(*site, caller, counts);
+            }
         }
         // Only what a log decides: the core also records, as unreadable, the sites it had
         // no task state for.
@@ -353,6 +413,30 @@ struct Part {
     /// Second halves of calls that started before the part.
     resumed: Vec<Record<String>>,
     replay: Replay,
+}
+
+/// Whether a log was made with `strace -k`: a stack frame line in its first MiB.
+fn has_stacks(path: &Path) -> std::io::Result<bool> {
+    let mut head = Vec::new();
+    std::fs::File::open(path)?
+        .take(1 << 20)
+        .read_to_end(&mut head)?;
+    Ok(memchr::memmem::find(&head, b"\n > ").is_some())
+}
+
+/// `libglib-2.0.so.0(g_main_context_poll)` of a frame
+/// `/usr/lib/x86_64-linux-gnu/libglib-2.0.so.0(g_main_context_poll+0x2b1) [0x56f21]`; None
+/// for a frame of the C library or the dynamic loader (the syscall's wrappers), or one
+/// strace could not read.
+fn caller(frame: &str) -> Option<String> {
+    let (object, rest) = frame.split_once('(')?;
+    let file = object.rsplit('/').next().unwrap_or(object);
+    let wrapper = ["libc.so", "libc-", "ld-linux", "libpthread"];
+    if wrapper.iter().any(|w| file.starts_with(w)) {
+        return None;
+    }
+    let symbol = &rest[..rest.find(['+', ')']).unwrap_or(rest.len())];
+    Some(format!("{file}({symbol})"))
 }
 
 /// The pid of a `strace -ff -o FILE` output file, FILE.PID.
@@ -416,6 +500,77 @@ mod tests {
         );
         assert_eq!(file_pid(Path::new("/tmp/log.1234")), Some(1234));
         assert_eq!(file_pid(Path::new("/tmp/log")), None);
+    }
+
+    /// With stacks (`strace -k`), the rare arm is traced to the code that made the calls:
+    /// the first frame outside the C library and the loader.
+    #[test]
+    fn stacks_name_the_code_that_took_the_rare_arm() {
+        let log = "100<app> execve(\"/usr/bin/app\", [\"app\"], 0x7ffd2f1e7a08 /* 20 vars */) = 0
+ > /usr/lib/x86_64-linux-gnu/libc.so.6(execve+0xb) [0xd2ecb]
+100<app> poll([{fd=-1}, {fd=4, events=POLLIN}], 2, 0) = 1 ([{fd=4, revents=POLLIN}])
+ > /usr/lib/x86_64-linux-gnu/libc.so.6(poll+0x10) [0xfc230]
+ > /usr/lib/x86_64-linux-gnu/libglib-2.0.so.0(g_main_context_poll+0x2b1) [0x56f21]
+ > /usr/bin/app(main+0x20) [0x1120]
+100<app> poll([{fd=4, events=POLLIN}], 1, 0) = 1 ([{fd=4, revents=POLLIN}])
+ > /usr/lib/x86_64-linux-gnu/libc.so.6(poll+0x10) [0xfc230]
+ > /usr/bin/app(tick+0x8) [0x1180]
+101<app> poll([{fd=-1}, {fd=-1}], 2, 0) = 0 (Timeout)
+ > /usr/lib/x86_64-linux-gnu/libc.so.6(poll+0x10) [0xfc230]
+ > /usr/bin/app(tick+0x8) [0x1180]
+101<app> close(3)                       = 0
+ > /usr/bin/app(cleanup) [0x1190]
+";
+        let mut replay = Replay::default();
+        replay.ingest("stacks.log", log.as_bytes(), None);
+        assert_eq!(replay.unreadable(), 0, "{:?}", replay.notes());
+        let tally = replay.tally();
+        let callers: Vec<(Site, &str, Counts)> = tally
+            .callers()
+            .filter(|(site, _, _)| matches!(site, Site::PollFdNegative | Site::CloseOk))
+            .map(|(site, caller, counts)| (site, caller, *counts))
+            .collect();
+        assert_eq!(
+            callers,
+            [
+                (Site::PollFdNegative, "app(tick)", Counts::new(2, 1, 0)),
+                (
+                    Site::PollFdNegative,
+                    "libglib-2.0.so.0(g_main_context_poll)",
+                    Counts::new(1, 1, 0)
+                ),
+                (Site::CloseOk, "app(cleanup)", Counts::new(1, 0, 0)),
+            ]
+        );
+        let report = crate::report::Report::new(
+            "strace",
+            String::new(),
+            Default::default(),
+            &tally,
+            decides,
+        );
+        let note = report
+            .notes
+            .iter()
+            .find(|n| n.starts_with("poll.fd_negative"));
+        assert_eq!(
+            note.map(String::as_str),
+            Some(
+                "poll.fd_negative: its rare direction, taken (against `unlikely`), came from \
+                 app (pid 101): 2, app (pid 100): 1. Called from app(tick): 2, \
+                 libglib-2.0.so.0(g_main_context_poll): 1 (3 of 3 with a stack)."
+            )
+        );
+    }
+
+    #[test]
+    fn logs_with_stacks_are_known_by_their_first_frames() {
+        let dir = tempfile::tempdir().unwrap();
+        let (with, without) = (dir.path().join("k.log"), dir.path().join("plain.log"));
+        std::fs::write(&with, "close(3) = 0\n > /usr/bin/app(main+0x1) [0x1]\n").unwrap();
+        std::fs::write(&without, "close(3) = 0\nclose(4) = 0\n").unwrap();
+        assert!(has_stacks(&with).unwrap());
+        assert!(!has_stacks(&without).unwrap());
     }
 
     /// strace names threads by their own ids; the probe counts per process. Real lines
