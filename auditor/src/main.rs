@@ -59,6 +59,10 @@ struct StraceArgs {
     /// Attach to this running process; repeatable.
     #[arg(short, long = "pid", value_name = "PID")]
     pids: Vec<u32>,
+    /// Record each call's stack (strace -k) and name the code that took each rare arm
+    /// (strace runs slower).
+    #[arg(long)]
+    stacks: bool,
     #[command(flatten)]
     output: OutputArgs,
     /// The command to start and trace, with its children.
@@ -278,7 +282,7 @@ fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
     };
     let started = std::time::Instant::now();
     let mut replay = Replay::default();
-    let status = run::run(&target, &mut replay)?;
+    let status = run::run(&target, args.stacks, &mut replay)?;
     if !status.success() {
         eprintln!("auditor: strace ended with {status}");
     }

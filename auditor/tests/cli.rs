@@ -6,7 +6,7 @@ mod common;
 use std::process::Command;
 
 use auditor_common::Counts;
-use common::{json_counts, json_report, require_privileges};
+use common::{json_counts, json_report, json_site, require_privileges};
 
 const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
 
@@ -30,12 +30,7 @@ fn json_report_of_a_workload() {
         json_counts(&report, "poll.fd_negative"),
         Counts::new(8, 24, 0)
     );
-    let poll = report["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == "poll.fd_negative")
-        .unwrap();
+    let poll = json_site(&report, "poll.fd_negative");
     assert_eq!(poll["hint"], "unlikely");
     // One process, a row per site it reached.
     let rows = report["processes"].as_array().unwrap();

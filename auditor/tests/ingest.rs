@@ -10,7 +10,7 @@ use std::process::Command;
 
 use auditor::workload;
 use auditor_common::{Counts, Site};
-use common::{WORKLOAD, json_counts, json_report, loader_libraries};
+use common::{WORKLOAD, json_counts, json_report, json_site, loader_libraries};
 
 const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
 
@@ -47,15 +47,37 @@ fn a_workload_log_gives_the_exact_counts() {
     assert_exact_from_strace(&report);
 }
 
+/// The JSON report of `auditor strace OPTIONS -- WORKLOAD STEPS`.
+fn strace_report(options: &[&str]) -> serde_json::Value {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["strace".as_ref()];
+    args.extend(options.iter().map(std::ffi::OsStr::new));
+    args.extend(["--format", "json", "--", WORKLOAD].map(std::ffi::OsStr::new));
+    args.extend(STEPS.split_whitespace().map(std::ffi::OsStr::new));
+    json_report(&args)
+}
+
 #[test]
 fn auditor_strace_runs_strace_and_counts_the_same() {
-    let mut args: Vec<&std::ffi::OsStr> = ["strace", "--format", "json", "--", WORKLOAD]
-        .iter()
-        .map(|s| s.as_ref())
-        .collect();
-    args.extend(STEPS.split_whitespace().map(std::ffi::OsStr::new));
-    let report = json_report(&args);
+    assert_exact_from_strace(&strace_report(&[]));
+}
+
+#[test]
+fn auditor_strace_with_stacks_names_the_code_that_took_the_rare_arm() {
+    let report = strace_report(&["--stacks"]);
+    // Stacks change no count.
     assert_exact_from_strace(&report);
+    // Every fd = -1 entry was polled by the workload's own code.
+    let site = json_site(&report, "poll.fd_negative");
+    let callers = site["rare_callers"].as_array().unwrap();
+    assert_eq!(callers.len(), 1, "{callers:?}");
+    assert!(
+        callers[0]["caller"]
+            .as_str()
+            .unwrap()
+            .starts_with("auditor-workload("),
+        "{callers:?}"
+    );
+    assert_eq!(callers[0]["evaluations"], site["taken"]);
 }
 
 /// Every site a log decides has exactly the workload's counts in `report`.

@@ -166,14 +166,19 @@ pub fn json_report(args: &[&std::ffi::OsStr]) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
-/// The counts of site `id` in a JSON report.
-pub fn json_counts(report: &serde_json::Value, id: &str) -> Counts {
-    let row = report["sites"]
+/// The row of site `id` in a JSON report.
+pub fn json_site<'a>(report: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    report["sites"]
         .as_array()
         .unwrap()
         .iter()
         .find(|s| s["id"] == id)
-        .unwrap();
+        .unwrap()
+}
+
+/// The counts of site `id` in a JSON report.
+pub fn json_counts(report: &serde_json::Value, id: &str) -> Counts {
+    let row = json_site(report, id);
     let count = |key: &str| row[key].as_u64().unwrap();
     Counts::new(count("taken"), count("not_taken"), count("unreadable"))
 }

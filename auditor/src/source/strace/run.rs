@@ -28,9 +28,9 @@ pub enum Target {
     Pids(Vec<u32>),
 }
 
-/// Runs strace on `target`, feeding `replay`; returns strace's exit status. Ctrl-C reaches
-/// strace (which stops) and not the report.
-pub fn run(target: &Target, replay: &mut Replay) -> Result<ExitStatus, Error> {
+/// Runs strace on `target` (with `-k` for `stacks`), feeding `replay`; returns strace's exit
+/// status. Ctrl-C reaches strace (which stops) and not the report.
+pub fn run(target: &Target, stacks: bool, replay: &mut Replay) -> Result<ExitStatus, Error> {
     crate::trace::catch_stop_signals()?;
     let dir = tempfile::tempdir()?;
     let fifo = dir.path().join("strace.out");
@@ -45,6 +45,9 @@ pub fn run(target: &Target, replay: &mut Replay) -> Result<ExitStatus, Error> {
         .arg(&fifo)
         .env("LANG", "C")
         .env("LC_ALL", "C");
+    if stacks {
+        command.arg("-k");
+    }
     match target {
         Target::Command(argv) => {
             command.arg("--").args(argv);
