@@ -135,19 +135,16 @@ impl Replay {
     /// loader names the code that made the call.
     fn frame(&mut self, frame: &str) {
         self.stacks = true;
-        if self.last_call.is_none() {
-            return;
-        }
-        let Some(caller) = caller(frame) else {
+        // The call is charged once, to its first frame that names a caller.
+        let Some(caller) = self.last_call.as_ref().and_then(|_| caller(frame)) else {
             return;
         };
-        if let Some(call) = self.last_call.take() {
-            for site in Site::ALL {
-                let counts = call.counts(site);
-                if counts.total() > 0 {
-                    let key = (site, caller.clone());
-                    self.callers.entry(key).or_default().add(&counts);
-                }
+        let call = self.last_call.take().unwrap_or_default();
+        for site in Site::ALL {
+            let counts = call.counts(site);
+            if counts.total() > 0 {
+                let key = (site, caller.clone());
+                self.callers.entry(key).or_default().add(&counts);
             }
         }
     }
