@@ -29,12 +29,13 @@ fn options(target: Target) -> Options {
 fn assert_workload_exact(steps: &str) {
     require_privileges();
     let session = trace_workload(steps);
-    assert_exact(
-        &session.tally,
-        steps,
-        session.command_pid.unwrap(),
-        Start::Exec,
-    );
+    assert_command_exact(&session, steps);
+}
+
+/// The started workload's counts in `session` are exactly what `steps` make.
+fn assert_command_exact(session: &trace::Session, steps: &str) {
+    let pid = session.command_pid.unwrap();
+    assert_exact(&session.tally, steps, pid, Start::Exec);
 }
 
 fn trace_workload(steps: &str) -> trace::Session {
@@ -76,12 +77,7 @@ fn mixed_workload_is_counted_exactly_per_process() {
         session
     });
     assert!(unrelated.wait().unwrap().success());
-    assert_exact(
-        &session.tally,
-        steps,
-        session.command_pid.unwrap(),
-        Start::Exec,
-    );
+    assert_command_exact(&session, steps);
 }
 
 #[test]
@@ -306,12 +302,7 @@ fn tracefs_is_mounted_when_missing() {
     let steps = "poll:2:4:1";
     let session = trace_workload(steps);
     assert!(events.is_dir());
-    assert_exact(
-        &session.tally,
-        steps,
-        session.command_pid.unwrap(),
-        Start::Exec,
-    );
+    assert_command_exact(&session, steps);
 }
 
 /// The cross-check: one workload traced by the probe and by strace at once gives identical

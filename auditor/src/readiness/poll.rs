@@ -45,20 +45,13 @@ pub const ENTRIES_ON_HEAP: SiteInfo = SiteInfo {
     decided: Decided::Exit,
 };
 
+/// The same test of the end time as do_select's.
 pub const ZERO_TIMEOUT: SiteInfo = SiteInfo {
     site: Site::PollZeroTimeout,
     id: "poll.zero_timeout",
     function: "do_poll",
-    file: "fs/select.c",
-    condition: "timeout given and zero (one pass, no wait)",
-    hint: Hint::None,
-    hint_since: "",
-    unit: Unit::Call,
     syscalls: SYSCALLS,
-    source: &[written(
-        "end_time && !end_time->tv_sec && !end_time->tv_nsec",
-    )],
-    decided: Decided::Exit,
+    ..super::select::ZERO_TIMEOUT
 };
 
 pub const FD_NEGATIVE: SiteInfo = SiteInfo {

@@ -3,7 +3,7 @@
 
 use auditor_common::{Counts, SITE_COUNT, SYSCALL_COUNT, Site, Syscall};
 
-use super::{Layout, Step};
+use super::{Layout, PollStep, Step};
 use crate::readiness::{Recorder, fd::Task};
 
 /// Expected counts of one process of a workload.
@@ -142,14 +142,14 @@ impl Expected {
                 self.clamp(calls, layout.not_open() + 1, layout);
                 self.all(Site::SelectFdNotOpen, calls, true);
             }
-            Step::Poll {
+            Step::Poll(PollStep {
                 syscall,
                 calls,
                 nfds,
                 negative,
                 not_open,
                 timeout_ms,
-            } => {
+            }) => {
                 let calls = u64::from(calls);
                 self.calls[syscall as usize] += calls;
                 self.all(Site::PollNfdsOverRlimit, calls, false);

@@ -59,6 +59,17 @@ pub fn named(name: &str) -> Option<&'static str> {
     }
 }
 
+/// `poll:CALLS:NFDS:NEGATIVE[:NOTOPEN[:TIMEOUT_MS]]` (or `ppoll:…`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PollStep {
+    pub syscall: Syscall,
+    pub calls: u32,
+    pub nfds: u32,
+    pub negative: u32,
+    pub not_open: u32,
+    pub timeout_ms: i32,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
     Select {
@@ -81,14 +92,7 @@ pub enum Step {
     SelectBadFd {
         calls: u32,
     },
-    Poll {
-        syscall: Syscall,
-        calls: u32,
-        nfds: u32,
-        negative: u32,
-        not_open: u32,
-        timeout_ms: i32,
-    },
+    Poll(PollStep),
     PollFault {
         calls: u32,
         nfds: u32,
@@ -257,7 +261,7 @@ impl FromStr for Step {
                 if u64::from(negative) + u64::from(not_open) > u64::from(nfds) {
                     return Err(f.error("NEGATIVE and NOTOPEN add up to more than NFDS"));
                 }
-                Step::Poll {
+                Step::Poll(PollStep {
                     syscall: if kind == "poll" {
                         Syscall::Poll
                     } else {
@@ -268,7 +272,7 @@ impl FromStr for Step {
                     negative,
                     not_open,
                     timeout_ms: f.number(4, "TIMEOUT_MS", Some(0))?,
-                }
+                })
             }
             "poll-efault" => {
                 f.at_most(2)?;
@@ -389,15 +393,16 @@ impl fmt::Display for Step {
             Step::SelectSparse { calls, n } => write!(f, "select-sparse:{calls}:{n}"),
             Step::SelectFault { calls, n } => write!(f, "select-efault:{calls}:{n}"),
             Step::SelectBadFd { calls } => write!(f, "select-ebadf:{calls}"),
-            Step::Poll {
-                syscall,
-                calls,
-                nfds,
-                negative,
-                not_open,
-                timeout_ms,
-            } => {
-                write!(f, "{}:{calls}:{nfds}:{negative}", syscall.name())?;
+            Step::Poll(poll) => {
+                let PollStep {
+                    calls,
+                    nfds,
+                    negative,
+                    not_open,
+                    timeout_ms,
+                    ..
+                } = poll;
+                write!(f, "{}:{calls}:{nfds}:{negative}", poll.syscall.name())?;
                 if not_open != 0 || timeout_ms != 0 {
                     write!(f, ":{not_open}{}", timeout(timeout_ms))?;
                 }

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use anyhow::{Context, bail, ensure};
 use auditor_common::Syscall;
 
-use super::{Layout, Step};
+use super::{Layout, PollStep, Step};
 
 /// An address below `vm.mmap_min_addr`: never mapped.
 const UNMAPPED: usize = 0x10;
@@ -77,14 +77,7 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
                     }
                 })
             }
-            Step::Poll {
-                syscall,
-                calls,
-                nfds,
-                negative,
-                not_open,
-                timeout_ms,
-            } => run_poll(fds, syscall, calls, nfds, negative, not_open, timeout_ms),
+            Step::Poll(poll) => run_poll(fds, poll),
             Step::PollFault { calls, nfds } => repeat(calls, Some(libc::EFAULT), || {
                 // SAFETY: the kernel checks the address and fails with EFAULT.
                 unsafe { libc::syscall(libc::SYS_poll, UNMAPPED, nfds, 0) }
@@ -197,7 +190,7 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
 /// The RLIMIT_NOFILE the steps need: the kernel refuses a poll of more entries.
 fn nofile_needed(steps: &[Step]) -> u64 {
     let largest_poll = steps.iter().map(|step| match *step {
-        Step::Poll { nfds, .. } => u64::from(nfds),
+        Step::Poll(poll) => u64::from(poll.nfds),
         _ => 0,
     });
     let highest = Layout::of(steps).highest_fd() as u64;
@@ -409,15 +402,15 @@ fn run_select(
     })
 }
 
-fn run_poll(
-    fds: &Fds,
-    syscall: Syscall,
-    calls: u32,
-    nfds: u32,
-    negative: u32,
-    not_open: u32,
-    timeout_ms: i32,
-) -> anyhow::Result<()> {
+fn run_poll(fds: &Fds, poll: PollStep) -> anyhow::Result<()> {
+    let PollStep {
+        syscall,
+        calls,
+        nfds,
+        negative,
+        not_open,
+        timeout_ms,
+    } = poll;
     // Entry i is negative when it is the k-th of `negative` spread evenly; the first
     // `not_open` of the others name an fd that is not open.
     let mut left_not_open = not_open;
