@@ -80,6 +80,13 @@ fn mixed_workload_is_counted_exactly_per_process() {
     assert_command_exact(&session, steps);
 }
 
+/// The workload `cargo xtask run` audits (the README quotes its counts).
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn the_default_workload_is_counted_exactly() {
+    assert_workload_exact(auditor::workload::DEFAULT);
+}
+
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn poll_arrays_of_every_size_are_counted_whole() {
