@@ -15,7 +15,7 @@ use super::replay::Replay;
 use crate::Error;
 
 /// The syscalls whose lines the strace source decodes, and the clones that say which
-/// threads belong to which process.
+/// threads belong to which process (`xtask record-fixtures` records with the same list).
 const TRACED: &str =
     "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,epoll_pwait2,close,clone,clone3";
 
