@@ -369,6 +369,8 @@ pub mod globals {
     pub const EXEC_TARGET: &str = "EXEC_TARGET";
     /// u32: offset of `child_pid` in the `sched_process_fork` record on this kernel.
     pub const FORK_CHILD_PID_OFFSET: &str = "FORK_CHILD_PID_OFFSET";
+    /// u32: offset of `old_pid` in the `sched_process_exec` record on this kernel.
+    pub const EXEC_OLD_PID_OFFSET: &str = "EXEC_OLD_PID_OFFSET";
     /// [`crate::TaskOffsets`]: where the task state the probe reads lies in this kernel's
     /// structs, from its BTF (all zero: unknown, and the sites that need it undecided).
     pub const TASK_OFFSETS: &str = "TASK_OFFSETS";
@@ -394,6 +396,12 @@ pub struct TaskOffsets {
     pub task_signal: u32,
     /// `signal_struct.rlim[RLIMIT_NOFILE].rlim_cur`.
     pub signal_nofile: u32,
+    /// `signal_struct.live`: the thread group's tasks that have not begun to exit.
+    pub signal_live: u32,
+    /// `task_struct.group_leader`.
+    pub task_group_leader: u32,
+    /// `task_struct.comm`.
+    pub task_comm: u32,
     /// Not an offset: `sysctl fs.nr_open`, the largest fd table.
     pub nr_open: u32,
     /// 1 when the offsets above were found.
@@ -407,6 +415,20 @@ pub mod maps {
     pub const CALLS: &str = "CALLS";
     pub const TRACED: &str = "TRACED";
     pub const COMMS: &str = "COMMS";
+    /// Entries of `TRACED`: processes followed at once.
+    pub const TRACED_CAPACITY: u32 = 65_536;
+    /// Entries of `COMMS`: names given with `--comm` and `--thread-comm` together.
+    pub const COMMS_CAPACITY: u32 = 64;
+}
+
+/// Flags of a `COMMS` entry (its value, a u32).
+pub mod comm_match {
+    /// Match the process's name: its thread-group leader's, as `ps` and `pgrep` show it.
+    pub const PROCESS: u32 = 1;
+    /// Match the name of the thread making the call.
+    pub const THREAD: u32 = 2;
+    /// Set by the probe once a task matched the name.
+    pub const MATCHED: u32 = 4;
 }
 
 #[cfg(feature = "user")]
@@ -416,7 +438,7 @@ mod pod {
     unsafe impl aya::Pod for super::Counts {}
     // SAFETY: as above (u32, u32, [u8; 16]: no padding).
     unsafe impl aya::Pod for super::CountKey {}
-    // SAFETY: ten u32, no padding.
+    // SAFETY: thirteen u32, no padding.
     unsafe impl aya::Pod for super::TaskOffsets {}
 }
 

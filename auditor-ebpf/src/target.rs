@@ -1,13 +1,19 @@
 //! Which processes are counted: the auditor's target, set by the loader through globals
-//! and maps, and kept up to date from `sched` tracepoints (forks, execs).
+//! and maps, and kept up to date from `sched` tracepoints (forks, execs, exits).
+//!
+//! `TRACED` holds thread-group ids (the kernel's "process"). An entry leaves when its
+//! thread group has exited, before the kernel can give the pid to another process, so a
+//! reused pid is never counted as the target's.
 
-use auditor_common::COMM_LEN;
+use auditor_common::{COMM_LEN, comm_match, maps};
 use aya_ebpf::{
     EbpfContext,
     macros::{map, tracepoint},
     maps::HashMap,
     programs::TracePointContext,
 };
+
+use crate::task;
 
 #[unsafe(no_mangle)]
 static AUDITOR_PID: u32 = 0;
@@ -21,19 +27,39 @@ static FOLLOW_FORKS: u32 = 0;
 static EXEC_TARGET: u32 = 0;
 #[unsafe(no_mangle)]
 static FORK_CHILD_PID_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static EXEC_OLD_PID_OFFSET: u32 = 0;
 
-/// Process ids (tgids) whose syscalls are counted.
+/// Process ids (tgids) whose syscalls are counted; for a moment after a clone, also the
+/// ids of new threads (see `process_fork`).
 #[map]
-static TRACED: HashMap<u32, u8> = HashMap::with_max_entries(65_536, 0);
+static TRACED: HashMap<u32, u8> = HashMap::with_max_entries(maps::TRACED_CAPACITY, 0);
 
-/// Command names whose processes are counted.
+/// Command names whose processes are counted, with `comm_match` flags.
 #[map]
-static COMMS: HashMap<[u8; COMM_LEN], u8> = HashMap::with_max_entries(64, 0);
+static COMMS: HashMap<[u8; COMM_LEN], u32> = HashMap::with_max_entries(maps::COMMS_CAPACITY, 0);
 
 /// Reads a load-time global; volatile so the compiler cannot fold the zero it was built with.
 fn global(value: &u32) -> u32 {
     // SAFETY: a valid, aligned static that the loader patched before load.
     unsafe { core::ptr::read_volatile(value) }
+}
+
+/// Whether `comm` is a name the target gives with flag `how`; marks the entry matched.
+fn comm_matches(comm: &[u8; COMM_LEN], how: u32) -> bool {
+    let Some(flags) = COMMS.get_ptr_mut(comm) else {
+        return false;
+    };
+    // SAFETY: a pointer into the map's value, valid for this program run.
+    let value = unsafe { *flags };
+    if value & how == 0 {
+        return false;
+    }
+    if value & comm_match::MATCHED == 0 {
+        // SAFETY: as above; a racing CPU writes the same bits.
+        unsafe { *flags = value | comm_match::MATCHED };
+    }
+    true
 }
 
 /// Whether the current task's syscalls are counted.
@@ -49,13 +75,15 @@ pub fn is_traced() -> bool {
     if unsafe { TRACED.get(tgid) }.is_some() {
         return true;
     }
-    if global(&FILTER_COMMS) != 0
-        && let Ok(comm) = aya_ebpf::helpers::bpf_get_current_comm()
-    {
-        // SAFETY: as above.
-        return unsafe { COMMS.get(comm) }.is_some();
+    if global(&FILTER_COMMS) == 0 {
+        return false;
     }
-    false
+    let Ok(thread) = aya_ebpf::helpers::bpf_get_current_comm() else {
+        return false;
+    };
+    // Without the task offsets the leader's name is unknown: the loader says so.
+    let process = task::leader_comm().unwrap_or(thread);
+    comm_matches(&process, comm_match::PROCESS) || comm_matches(&thread, comm_match::THREAD)
 }
 
 fn trace_process(pid: u32) {
@@ -64,8 +92,8 @@ fn trace_process(pid: u32) {
 }
 
 /// `sched:sched_process_fork` runs in the parent before the child can run, so a child of a
-/// traced process is traced from its first instruction. Threads share their tgid and need
-/// no entry; inserting one for them is harmless.
+/// traced process is traced from its first instruction. The record does not say whether
+/// the child is a thread: a new thread's id is entered too, and leaves when it exits.
 #[tracepoint(category = "sched", name = "sched_process_fork")]
 pub fn process_fork(ctx: TracePointContext) -> u32 {
     if global(&FOLLOW_FORKS) == 0 {
@@ -85,12 +113,36 @@ pub fn process_fork(ctx: TracePointContext) -> u32 {
 }
 
 /// `sched:sched_process_exec`: counting of a command the auditor starts begins when it
-/// execs, so nothing the auditor's own code did in the child before exec is counted.
+/// execs, so nothing the auditor's own code did in the child before exec is counted. A
+/// thread that execs takes its leader's id: the id it had leaves the table.
 #[tracepoint(category = "sched", name = "sched_process_exec")]
 pub fn process_exec(ctx: TracePointContext) -> u32 {
+    let tgid = ctx.tgid();
     let target = global(&EXEC_TARGET);
-    if target != 0 && ctx.tgid() == target {
+    if target != 0 && tgid == target {
         trace_process(target);
+    }
+    let offset = global(&EXEC_OLD_PID_OFFSET) as usize;
+    // SAFETY: the loader read the offset of old_pid from this kernel's format file.
+    if let Ok(old_pid) = unsafe { ctx.read_at::<u32>(offset) }
+        && old_pid != tgid
+    {
+        let _ = TRACED.remove(old_pid);
+    }
+    0
+}
+
+/// `sched:sched_process_exit` runs in each exiting task before its id is freed: a thread's
+/// own id leaves the table, and the process's id once its last task is exiting.
+#[tracepoint(category = "sched", name = "sched_process_exit")]
+pub fn process_exit(ctx: TracePointContext) -> u32 {
+    let (tid, tgid) = (ctx.pid(), ctx.tgid());
+    if tid != tgid {
+        let _ = TRACED.remove(tid);
+    }
+    // Unknown (no task offsets): keep the entry; the loader says so in the report.
+    if task::group_dead() == Some(true) {
+        let _ = TRACED.remove(tgid);
     }
     0
 }

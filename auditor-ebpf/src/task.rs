@@ -2,7 +2,7 @@
 //! the running kernel's BTF. Every read can fail (offsets unknown, memory unreadable):
 //! callers count what they cannot decide as unreadable.
 
-use auditor_common::{TaskOffsets, fd::AllocStart};
+use auditor_common::{COMM_LEN, TaskOffsets, fd::AllocStart};
 use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
 
 #[unsafe(no_mangle)]
@@ -15,6 +15,9 @@ static TASK_OFFSETS: TaskOffsets = TaskOffsets {
     fdt_open_fds: 0,
     task_signal: 0,
     signal_nofile: 0,
+    signal_live: 0,
+    task_group_leader: 0,
+    task_comm: 0,
     nr_open: 0,
     known: 0,
 };
@@ -45,6 +48,21 @@ fn files(offsets: &TaskOffsets) -> Option<u64> {
 pub fn files_count() -> Option<u32> {
     let offsets = offsets()?;
     read::<u32>(files(&offsets)? + u64::from(offsets.files_count))
+}
+
+/// `atomic_read(&current->signal->live) == 0`: every task of the current thread group has
+/// begun to exit (`do_exit` counts itself out before `sched_process_exit`).
+pub fn group_dead() -> Option<bool> {
+    let offsets = offsets()?;
+    let signal = read::<u64>(current_task() + u64::from(offsets.task_signal))?;
+    read::<u32>(signal + u64::from(offsets.signal_live)).map(|live| live == 0)
+}
+
+/// `current->group_leader->comm`: the process's name as `ps` shows it.
+pub fn leader_comm() -> Option<[u8; COMM_LEN]> {
+    let offsets = offsets()?;
+    let leader = read::<u64>(current_task() + u64::from(offsets.task_group_leader))?;
+    read::<[u8; COMM_LEN]>(leader + u64::from(offsets.task_comm))
 }
 
 /// `files_fdtable(current->files)`.

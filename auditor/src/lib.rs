@@ -10,6 +10,7 @@ pub mod kernel_src;
 pub mod readiness;
 pub mod report;
 pub mod source;
+pub mod status;
 pub mod tally;
 pub mod trace;
 pub mod tracefs;
@@ -49,8 +50,19 @@ pub enum Error {
     Probe(String),
     #[error("no process with pid {0}")]
     NoSuchProcess(u32),
+    #[error("pid {pid} is a thread of process {process}: give --pid {process}")]
+    ThreadNotProcess { pid: u32, process: u32 },
+    #[error(
+        "{given} process names given (--comm and --thread-comm together); the probe holds at \
+         most {limit}"
+    )]
+    TooManyNames { given: usize, limit: u32 },
+    #[error("{given} pids given; the probe holds at most {limit}")]
+    TooManyPids { given: usize, limit: u32 },
     #[error("cannot run `{command}`: {why}")]
     Spawn { command: String, why: String },
+    #[error("stopped by a signal while the probe was being loaded")]
+    Interrupted,
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }

@@ -5,6 +5,7 @@ use std::{ffi::OsString, io::Write, process::ExitCode, time::Duration};
 use anyhow::Context as _;
 use auditor::{
     report::{Format, Report},
+    status,
     trace::{self, Target},
 };
 use clap::{Parser, Subcommand, ValueEnum};
@@ -63,6 +64,10 @@ struct StraceArgs {
     /// (strace runs slower).
     #[arg(long)]
     stacks: bool,
+    /// Stop after this long (e.g. 30s, 500ms, 1h30m): a started command gets SIGTERM,
+    /// strace detaches from -p processes.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
     #[command(flatten)]
     output: OutputArgs,
     /// The command to start and trace, with its children.
@@ -112,16 +117,24 @@ struct TraceArgs {
     /// Trace this running process (threads included); repeatable.
     #[arg(long = "pid", value_name = "PID")]
     pids: Vec<u32>,
-    /// Trace processes with this command name; repeatable.
+    /// Trace processes with this name, as `ps` and `pgrep` show it (the name of the
+    /// process's main thread), with all their threads; repeatable.
     #[arg(long = "comm", value_name = "NAME")]
     comms: Vec<String>,
+    /// Trace the threads that carry this name themselves (as `ps -L` shows it); repeatable.
+    #[arg(long = "thread-comm", value_name = "NAME")]
+    thread_comms: Vec<String>,
     /// Trace every process on the system but the auditor.
-    #[arg(long, conflicts_with_all = ["pids", "comms", "workload"])]
+    #[arg(long, conflicts_with_all = ["pids", "comms", "thread_comms", "workload"])]
     all: bool,
     /// Run a bundled workload: `default`, or steps such as "poll:100:1024:64 select:10:-1".
-    #[arg(long, value_name = "NAME|STEPS", conflicts_with_all = ["pids", "comms"])]
+    #[arg(
+        long,
+        value_name = "NAME|STEPS",
+        conflicts_with_all = ["pids", "comms", "thread_comms"]
+    )]
     workload: Option<String>,
-    /// Stop after this long (e.g. 30s, 500ms, 2m); a started command gets SIGTERM.
+    /// Stop after this long (e.g. 30s, 500ms, 1h30m); a started command gets SIGTERM.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
     #[command(flatten)]
@@ -130,6 +143,9 @@ struct TraceArgs {
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
+
+/// The longest `--duration`: a year; longer is surely a typo.
+const LONGEST_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 fn parse_site(id: &str) -> Result<auditor_common::Site, String> {
     auditor::readiness::SITES
@@ -140,27 +156,24 @@ fn parse_site(id: &str) -> Result<auditor_common::Site, String> {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = text.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (text, 1.0)
-    };
-    number
-        .parse::<f64>()
-        .ok()
-        .filter(|n| n.is_finite() && *n >= 0.0)
-        .map(|n| Duration::from_secs_f64(n * scale))
-        .ok_or_else(|| format!("`{text}` is not a duration (e.g. 30s, 500ms, 2m)"))
+    // A bare number is seconds, as for timeout(1).
+    let duration = match text.parse::<f64>() {
+        Ok(seconds) => Duration::try_from_secs_f64(seconds).map_err(|e| e.to_string()),
+        Err(_) => humantime::parse_duration(text).map_err(|e| e.to_string()),
+    }
+    .map_err(|why| format!("`{text}` is not a duration ({why}; e.g. 30s, 500ms, 1h30m)"))?;
+    if duration > LONGEST_DURATION {
+        return Err(format!(
+            "`{text}` is longer than the longest session ({})",
+            humantime::format_duration(LONGEST_DURATION)
+        ));
+    }
+    Ok(duration)
 }
 
-fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
-    let has_processes = !args.pids.is_empty() || !args.comms.is_empty();
+fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
+    let has_processes =
+        !args.pids.is_empty() || !args.comms.is_empty() || !args.thread_comms.is_empty();
     if !args.command.is_empty() && (has_processes || args.all || args.workload.is_some()) {
         anyhow::bail!(
             "give either a command after `--` or --pid/--comm/--all/--workload, not both"
@@ -174,6 +187,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
         Target::Processes {
             pids: args.pids,
             comms: args.comms,
+            thread_comms: args.thread_comms,
         }
     } else {
         Target::Workload(args.workload.unwrap_or_else(|| "default".into()))
@@ -183,12 +197,21 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
         duration: args.duration,
         status: true,
     };
+    let command = match &options.target {
+        Target::Command(argv) => argv.first().map(|a| a.to_string_lossy().into_owned()),
+        Target::Workload(_) => Some("the workload".into()),
+        _ => None,
+    };
     let session = trace::trace(&options)?;
-    if let Some(status) = session.command_status
-        && status != nix::sys::wait::WaitStatus::Exited(status.pid().expect("exited"), 0)
+    if let (Some(command), Some(ending)) = (command, session.command_status)
+        && !ending.success()
     {
-        eprintln!("auditor: the traced command ended with {status:?}");
+        eprintln!(
+            "auditor: {} {ending}",
+            auditor::report::escape_text(&command)
+        );
     }
+    let code = session.exit_code();
     let report = Report::new(
         "ebpf",
         session.description,
@@ -197,13 +220,17 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<()> {
         // The probe decides every catalogued site.
         |_| true,
     )
-    .with_notes(session.notes)
-    .with_proposals(&args.output.propose)
-    .only(&args.output.sites);
-    let format = args.output.format.into();
+    .with_notes(session.notes);
+    print_report(report, &args.output)?;
+    Ok(ExitCode::from(code))
+}
+
+/// Writes `report` as `output` asks.
+fn print_report(report: Report, output: &OutputArgs) -> anyhow::Result<()> {
+    let report = report.with_proposals(&output.propose).only(&output.sites);
     let mut stdout = std::io::stdout().lock();
     report
-        .render(format, args.output.per_process, &mut stdout)
+        .render(output.format.into(), output.per_process, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("writing the report")
 }
@@ -223,15 +250,14 @@ fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
         .context("writing the catalogue")
 }
 
-/// Exit status of an ingest that could not read everything.
-const PARTLY_UNREADABLE: u8 = 2;
-
-/// Prints the report of a strace replay; exit status 2 if anything was unreadable.
+/// Prints the report of a strace replay; returns `code`, or if that is success and
+/// anything was unreadable, [`status::PARTLY_UNREADABLE`].
 fn report_replay(
     replay: &auditor::source::strace::replay::Replay,
     target: String,
     started: std::time::Instant,
     output: &OutputArgs,
+    code: u8,
 ) -> anyhow::Result<ExitCode> {
     let report = Report::new(
         "strace",
@@ -240,19 +266,15 @@ fn report_replay(
         &replay.tally(),
         auditor::source::strace::replay::decides,
     )
-    .with_notes(replay.notes())
-    .with_proposals(&output.propose)
-    .only(&output.sites);
-    let mut stdout = std::io::stdout().lock();
-    report
-        .render(output.format.into(), output.per_process, &mut stdout)
-        .and_then(|()| stdout.flush())
-        .context("writing the report")?;
-    Ok(if replay.unreadable() > 0 {
-        ExitCode::from(PARTLY_UNREADABLE)
-    } else {
-        ExitCode::SUCCESS
-    })
+    .with_notes(replay.notes());
+    print_report(report, output)?;
+    Ok(ExitCode::from(
+        if code == status::SUCCESS && replay.unreadable() > 0 {
+            status::PARTLY_UNREADABLE
+        } else {
+            code
+        },
+    ))
 }
 
 fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
@@ -262,7 +284,7 @@ fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
     replay.ingest_logs(&args.logs).context("reading the logs")?;
     let names: Vec<String> = args.logs.iter().map(|p| p.display().to_string()).collect();
     let target = format!("strace log {}", names.join(" "));
-    report_replay(&replay, target, started, &args.output)
+    report_replay(&replay, target, started, &args.output, status::SUCCESS)
 }
 
 fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
@@ -280,19 +302,35 @@ fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
         }
         _ => anyhow::bail!("give either a command after `--` or -p PID, not both or neither"),
     };
+    let command = match &target {
+        run::Target::Command(argv) => argv.first().map(|a| a.to_string_lossy().into_owned()),
+        run::Target::Pids(_) => None,
+    };
     let started = std::time::Instant::now();
     let mut replay = Replay::default();
-    let status = run::run(&target, args.stacks, &mut replay)?;
-    if !status.success() {
-        eprintln!("auditor: strace ended with {status}");
+    let outcome = run::run(&target, args.stacks, args.duration, &mut replay)?;
+    if let (Some(command), Some(ending)) = (command, outcome.command)
+        && !ending.success()
+    {
+        eprintln!(
+            "auditor: {} {ending}",
+            auditor::report::escape_text(&command)
+        );
     }
-    report_replay(&replay, description, started, &args.output)
+    report_replay(&replay, description, started, &args.output, outcome.code())
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Sessions end with a report on SIGINT and SIGTERM, from their first moment.
+    if matches!(cli.command, Command::Trace(_) | Command::Strace(_))
+        && let Err(error) = trace::catch_stop_signals()
+    {
+        eprintln!("auditor: {error}");
+        return ExitCode::from(status::FAILURE);
+    }
     let result = match cli.command {
-        Command::Trace(args) => run_trace(args).map(|()| ExitCode::SUCCESS),
+        Command::Trace(args) => run_trace(args),
         Command::Sites(args) => run_sites(args).map(|()| ExitCode::SUCCESS),
         Command::Ingest(args) => run_ingest(args),
         Command::Strace(args) => run_strace(args),
@@ -309,7 +347,7 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("auditor: {error:#}");
-            ExitCode::FAILURE
+            ExitCode::from(status::FAILURE)
         }
     }
 }

@@ -8,8 +8,11 @@
 use std::{
     ffi::{CString, OsString},
     io::{IsTerminal, Write},
-    os::{fd::OwnedFd, unix::ffi::OsStrExt},
-    sync::atomic::{AtomicI32, Ordering},
+    os::{
+        fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
+        unix::ffi::OsStrExt,
+    },
+    sync::atomic::{AtomicBool, AtomicI32, Ordering},
     time::{Duration, Instant},
 };
 
@@ -17,7 +20,7 @@ use nix::{
     errno::Errno,
     sys::{
         signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal},
-        wait::{WaitPidFlag, WaitStatus, waitpid},
+        wait::{WaitPidFlag, waitpid},
     },
     unistd::{ForkResult, Pid, fork, pipe2},
 };
@@ -25,6 +28,7 @@ use nix::{
 use crate::{
     Error,
     source::ebpf::{Filter, Probe},
+    status::{self, Ending},
     tally::Tally,
     workload,
 };
@@ -36,8 +40,13 @@ pub enum Target {
     Command(Vec<OsString>),
     /// Run a bundled workload (a name or a step list, see [`workload`]).
     Workload(String),
-    /// Processes that already run (threads included), and processes by command name.
-    Processes { pids: Vec<u32>, comms: Vec<String> },
+    /// Processes that already run (threads included), processes by name (their leader's,
+    /// as `ps` shows it), and threads by their own name.
+    Processes {
+        pids: Vec<u32>,
+        comms: Vec<String>,
+        thread_comms: Vec<String>,
+    },
     /// Every process but the auditor.
     All,
 }
@@ -60,33 +69,94 @@ pub struct Session {
     pub description: String,
     /// The started command's pid and how it ended, if it ended while traced.
     pub command_pid: Option<u32>,
-    pub command_status: Option<WaitStatus>,
-    /// What the source says about its own view (e.g. task state it cannot read).
+    pub command_status: Option<Ending>,
+    /// The signal that ended the session, if one did.
+    pub stopped_by: Option<i32>,
+    /// Whether the probe was attached (a signal during loading stops before).
+    pub attached: bool,
+    /// What the source says about its own view (e.g. task state it cannot read), and how
+    /// the session ended when that is not the usual way.
     pub notes: Vec<String>,
+}
+
+impl Session {
+    /// The auditor's exit status: the started command's, else 128 + the signal that
+    /// stopped the session before anything was counted, else success.
+    pub fn exit_code(&self) -> u8 {
+        match (self.command_status, self.stopped_by) {
+            (Some(ending), _) => ending.code(),
+            (None, Some(signal)) if !self.attached || self.command_pid.is_some() => {
+                Ending::Killed {
+                    signal,
+                    core_dumped: false,
+                }
+                .code()
+            }
+            _ => status::SUCCESS,
+        }
+    }
 }
 
 /// The signal that asked the session to stop, 0 while none did.
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// Whether that signal came from the terminal (to the whole foreground process group).
+static STOP_FROM_TERMINAL: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn request_stop(signal: libc::c_int) {
+extern "C" fn request_stop(
+    signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _context: *mut libc::c_void,
+) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let code = unsafe { info.as_ref() }.map_or(0, |info| info.si_code);
+    STOP_FROM_TERMINAL.store(code == libc::SI_KERNEL, Ordering::SeqCst);
     STOP_SIGNAL.store(signal, Ordering::SeqCst);
 }
 
-/// Catches SIGINT and SIGTERM (a handler, not SIG_IGN, so children do not inherit it), so
-/// that a session can still report after them.
-pub(crate) fn catch_stop_signals() -> Result<(), Error> {
+/// A request to stop: the signal, and whether the terminal sent it to the traced command
+/// as well.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StopRequest {
+    pub signal: i32,
+    pub from_terminal: bool,
+}
+
+/// The stop request received and not yet taken, if any.
+pub(crate) fn stop_requested() -> Option<StopRequest> {
+    let signal = STOP_SIGNAL.load(Ordering::SeqCst);
+    (signal != 0).then(|| StopRequest {
+        signal,
+        from_terminal: STOP_FROM_TERMINAL.load(Ordering::SeqCst),
+    })
+}
+
+/// Takes the stop request: a session that ended takes it, so the next one starts afresh.
+pub(crate) fn take_stop_request() -> Option<StopRequest> {
+    let stop = stop_requested();
     STOP_SIGNAL.store(0, Ordering::SeqCst);
+    stop
+}
+
+/// Catches SIGINT and SIGTERM (a handler, not SIG_IGN, so an exec'd command gets the
+/// default again), so that a session can still report after them. The CLI calls it first
+/// thing, so that no moment of a session is without it; a signal that came before a
+/// session begins stops it at once.
+pub fn catch_stop_signals() -> Result<(), Error> {
     let action = SigAction::new(
-        SigHandler::Handler(request_stop),
-        SaFlags::empty(),
+        SigHandler::SigAction(request_stop),
+        // Restarted, so that no read or wait of the session fails with EINTR.
+        SaFlags::SA_SIGINFO | SaFlags::SA_RESTART,
         SigSet::empty(),
     );
     for signal in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic.
+        // SAFETY: the handler only stores to atomics.
         unsafe { signal::sigaction(signal, &action) }.map_err(std::io::Error::from)?;
     }
     Ok(())
 }
+
+/// How long a started command has to end after the session passed it a stop signal.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// A forked child waiting on a pipe before it execs.
 struct HeldChild {
@@ -125,13 +195,18 @@ impl HeldChild {
         // async-signal-safe calls (close, read, sigaction, execvp, write, _exit).
         match unsafe { fork() }.map_err(std::io::Error::from)? {
             ForkResult::Child => {
-                use std::os::fd::AsRawFd;
                 drop(go_write);
                 let mut byte = 0u8;
                 // SAFETY: raw calls on fds and buffers owned here; see above.
                 unsafe {
-                    if libc::read(go_read.as_raw_fd(), (&raw mut byte).cast(), 1) != 1 {
-                        libc::_exit(127);
+                    // The auditor's stop handler is inherited until exec: a signal only
+                    // interrupts the read, and the auditor decides what happens next.
+                    loop {
+                        match libc::read(go_read.as_raw_fd(), (&raw mut byte).cast(), 1) {
+                            1 => break,
+                            -1 if *libc::__errno_location() == libc::EINTR => {}
+                            _ => libc::_exit(127),
+                        }
                     }
                     // Rust ignores SIGPIPE; the command should get the default.
                     libc::signal(libc::SIGPIPE, libc::SIG_DFL);
@@ -179,16 +254,63 @@ impl Drop for HeldChild {
     }
 }
 
-/// Whether `pid` is a process that can still make syscalls (a zombie cannot).
-fn process_exists(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name, which may hold spaces.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
+/// A running process the session follows, through a pidfd: it says when the last thread
+/// of the process is gone (the leader may exit first), and a reused pid cannot fool it.
+struct Followed {
+    pidfd: OwnedFd,
+}
+
+impl Followed {
+    fn open(pid: u32) -> Result<Followed, Error> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return Err(match Errno::last() {
+                // Not a thread-group leader: a thread's id.
+                Errno::EINVAL => match thread_group_of(pid) {
+                    Some(process) if process != pid => Error::ThreadNotProcess { pid, process },
+                    _ => Error::NoSuchProcess(pid),
+                },
+                Errno::ESRCH => Error::NoSuchProcess(pid),
+                errno => std::io::Error::from(errno).into(),
+            });
+        }
+        // SAFETY: a new fd that nothing else owns.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        let followed = Followed { pidfd };
+        // An exited process that its parent has not reaped yet.
+        if followed.ended() {
+            return Err(Error::NoSuchProcess(pid));
+        }
+        Ok(followed)
     }
+
+    /// Whether every thread of the process has exited.
+    fn ended(&self) -> bool {
+        let mut fds = [libc::pollfd {
+            fd: self.pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: one valid entry; no wait.
+        unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) > 0 }
+    }
+}
+
+/// Fails unless `pid` is a running process (a thread-group leader with a live thread).
+pub(crate) fn check_process(pid: u32) -> Result<(), Error> {
+    Followed::open(pid).map(drop)
+}
+
+/// The process that thread `tid` belongs to, from `/proc/TID/status`.
+fn thread_group_of(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Runs a traced session.
@@ -196,9 +318,19 @@ pub fn trace(options: &Options) -> Result<Session, Error> {
     trace_with(options, || {})
 }
 
+/// How the session's wait ended.
+enum End {
+    CommandEnded(Ending),
+    /// A stop signal; the command (if any) had not ended within [`STOP_GRACE`].
+    Signal(StopRequest),
+    Duration,
+    TargetsGone,
+}
+
 /// Runs a traced session, calling `attached` once the probe counts (before a started
 /// command execs).
 pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session, Error> {
+    catch_stop_signals()?;
     let (argv, description) = match &options.target {
         Target::Command(argv) => {
             let shown = argv
@@ -209,21 +341,35 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
             (Some(argv.clone()), format!("command `{shown}`"))
         }
         Target::Workload(spec) => (Some(workload::command(spec)?), format!("workload {spec}")),
-        Target::Processes { pids, comms } => {
-            if let Some(&pid) = pids.iter().find(|&&pid| !process_exists(pid)) {
-                return Err(Error::NoSuchProcess(pid));
-            }
+        Target::Processes {
+            pids,
+            comms,
+            thread_comms,
+        } => {
             let mut parts: Vec<String> = pids.iter().map(|p| format!("pid {p}")).collect();
             parts.extend(comms.iter().map(|c| format!("comm {c}")));
+            parts.extend(thread_comms.iter().map(|c| format!("thread comm {c}")));
             (None, parts.join(", "))
         }
         Target::All => (None, "all processes".to_string()),
     };
+    let followed = match &options.target {
+        Target::Processes { pids, .. } => pids
+            .iter()
+            .map(|&pid| Followed::open(pid))
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => Vec::new(),
+    };
     let held = argv.as_deref().map(HeldChild::spawn).transpose()?;
     let filter = match &options.target {
-        Target::Processes { pids, comms } => Filter {
+        Target::Processes {
+            pids,
+            comms,
+            thread_comms,
+        } => Filter {
             pids: pids.clone(),
             comms: comms.clone(),
+            thread_comms: thread_comms.clone(),
             ..Filter::default()
         },
         Target::All => Filter {
@@ -237,47 +383,86 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         },
     };
     // On any error from here the held child is dropped, and exits without running.
-    let mut probe = Probe::attach(&filter)?;
-    catch_stop_signals()?;
+    let mut probe = match Probe::attach(&filter, &|| stop_requested().is_some()) {
+        Ok(probe) => probe,
+        Err(Error::Interrupted) => {
+            let signal = take_stop_request().map_or(libc::SIGINT, |stop| stop.signal);
+            let mut note = format!(
+                "Stopped by {} while the probe was being loaded: nothing was counted.",
+                status::signal_name(signal)
+            );
+            if held.is_some() {
+                note.push_str(" The command was not started.");
+            }
+            return Ok(Session {
+                tally: Tally::default(),
+                elapsed: Duration::ZERO,
+                description,
+                command_pid: None,
+                command_status: None,
+                stopped_by: Some(signal),
+                attached: false,
+                notes: vec![note],
+            });
+        }
+        Err(error) => return Err(error),
+    };
     attached();
     let started = Instant::now();
     let child = held.map(HeldChild::release).transpose()?;
 
     let status_line = options.status && std::io::stderr().is_terminal();
     let mut last_status = Instant::now();
-    let mut command_status = None;
-    loop {
-        let signal = STOP_SIGNAL.load(Ordering::SeqCst);
-        if signal != 0 {
-            if let (Some(child), Ok(signal)) = (child, Signal::try_from(signal)) {
-                // Ctrl-C reached the command through the terminal; SIGTERM did not.
-                if signal == Signal::SIGTERM {
-                    let _ = signal::kill(child, signal);
-                }
-            }
-            break;
+    let wait_child = |child: Pid| -> Result<Option<Ending>, Error> {
+        match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+            Ok(status) => Ok(Ending::from_wait(status)),
+            Err(e) => Err(std::io::Error::from(e).into()),
         }
-        if let Some(child) = child {
-            match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) => {}
-                Ok(status) => {
-                    command_status = Some(status);
-                    break;
-                }
-                Err(e) => return Err(std::io::Error::from(e).into()),
+    };
+    let end = loop {
+        if let Some(stop) = stop_requested() {
+            let Some(child) = child else {
+                break End::Signal(stop);
+            };
+            // The terminal sent it to the command too; a signal sent to the auditor alone
+            // is passed on, as strace and perf do.
+            if !stop.from_terminal
+                && let Ok(signal) = Signal::try_from(stop.signal)
+            {
+                let _ = signal::kill(child, signal);
             }
+            let deadline = Instant::now() + STOP_GRACE;
+            break loop {
+                if let Some(ending) = wait_child(child)? {
+                    break End::CommandEnded(ending);
+                }
+                if Instant::now() >= deadline {
+                    break End::Signal(stop);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
         }
-        if let Target::Processes { pids, comms } = &options.target
-            && comms.is_empty()
-            && !pids.iter().any(|&pid| process_exists(pid))
+        if let Some(child) = child
+            && let Some(ending) = wait_child(child)?
         {
-            break;
+            break End::CommandEnded(ending);
+        }
+        if let Target::Processes {
+            comms,
+            thread_comms,
+            ..
+        } = &options.target
+            && comms.is_empty()
+            && thread_comms.is_empty()
+            && followed.iter().all(Followed::ended)
+        {
+            break End::TargetsGone;
         }
         if options.duration.is_some_and(|d| started.elapsed() >= d) {
             if let Some(child) = child {
                 let _ = signal::kill(child, Signal::SIGTERM);
             }
-            break;
+            break End::Duration;
         }
         if status_line && last_status.elapsed() >= Duration::from_millis(500) {
             last_status = Instant::now();
@@ -291,18 +476,42 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
             let _ = std::io::stderr().flush();
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
     if status_line {
         eprint!("\r\x1b[K");
     }
     let elapsed = started.elapsed();
     probe.detach()?;
+    let mut notes = probe.notes();
+    for name in probe.unmatched_names()? {
+        notes.push(format!(
+            "Warning: no process named `{name}` ran during the session."
+        ));
+    }
+    let (command_status, stopped_by) = match end {
+        End::CommandEnded(ending) => (Some(ending), take_stop_request().map(|s| s.signal)),
+        End::Signal(stop) => {
+            take_stop_request();
+            if child.is_some() {
+                notes.push(format!(
+                    "The session ended on {}; the command was still running {} s later and \
+                     was left running.",
+                    status::signal_name(stop.signal),
+                    STOP_GRACE.as_secs()
+                ));
+            }
+            (None, Some(stop.signal))
+        }
+        End::Duration | End::TargetsGone => (None, None),
+    };
     Ok(Session {
         tally: probe.tally()?,
         elapsed,
         description,
         command_pid: child.map(|c| c.as_raw() as u32),
         command_status,
-        notes: probe.notes(),
+        stopped_by,
+        attached: true,
+        notes,
     })
 }

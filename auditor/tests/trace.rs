@@ -41,8 +41,8 @@ fn assert_command_exact(session: &trace::Session, steps: &str) {
 fn trace_workload(steps: &str) -> trace::Session {
     let session = trace::trace(&options(Target::Command(workload_command(steps)))).unwrap();
     assert_eq!(
-        session.command_status.map(|s| format!("{s:?}")),
-        Some(format!("Exited(Pid({}), 0)", session.command_pid.unwrap())),
+        session.command_status,
+        Some(auditor::status::Ending::Exited(0)),
         "the workload failed"
     );
     session
@@ -168,10 +168,27 @@ fn assert_attached_exact(steps: &str) {
         .unwrap();
     let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
-    // Attach only once set-up is over: the workload is blocked in the read of `wait`
-    // (syscall 0 in /proc/PID/syscall).
+    // Attach only once set-up is over: every live thread of the workload is blocked in
+    // the read of `wait` (syscall 0 in its /proc/PID/task/TID/syscall); a main thread
+    // that exited (`leader-exit`) is a zombie until the process ends.
+    let live_threads = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|dir| {
+                dir.filter_map(|entry| Some(entry.ok()?.path()))
+                    .filter(|task| {
+                        std::fs::read_to_string(task.join("stat"))
+                            .is_ok_and(|stat| !stat.rsplit_once(") ").unwrap().1.starts_with('Z'))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     let blocked_in_read = || {
-        std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| s.starts_with("0 "))
+        let threads = live_threads();
+        !threads.is_empty()
+            && threads.iter().all(|task| {
+                std::fs::read_to_string(task.join("syscall")).is_ok_and(|s| s.starts_with("0 "))
+            })
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !blocked_in_read() {
@@ -182,7 +199,7 @@ fn assert_attached_exact(steps: &str) {
         std::thread::sleep(Duration::from_millis(5));
     }
     // The size of its fd table (FDSize), which it may have inherited larger than it needs.
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let status = std::fs::read_to_string(live_threads()[0].join("status")).unwrap();
     let max_fds = status
         .lines()
         .find_map(|line| line.strip_prefix("FDSize:"))
@@ -191,10 +208,17 @@ fn assert_attached_exact(steps: &str) {
     let target = Target::Processes {
         pids: vec![pid],
         comms: vec![],
+        thread_comms: vec![],
     };
-    // The session ends by itself when the process exits.
-    let session =
-        trace::trace_with(&options(target), || stdin.write_all(b"go\n").unwrap()).unwrap();
+    // The session ends by itself when the process's last thread exits (long before this).
+    let limit = Duration::from_secs(60);
+    let mut options = options(target);
+    options.duration = Some(limit);
+    let session = trace::trace_with(&options, || stdin.write_all(b"go\n").unwrap()).unwrap();
+    assert!(
+        session.elapsed < limit,
+        "the session did not end with the process"
+    );
     assert!(child.wait().unwrap().success());
     assert_exact(&session.tally, steps, pid, Start::Attached { max_fds });
 }
@@ -203,6 +227,14 @@ fn assert_attached_exact(steps: &str) {
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn pid_target_counts_its_threads_and_ends_with_it() {
     assert_attached_exact("wait select:3:-1 thread poll:5:64:8 pselect6:4:9");
+}
+
+/// `--pid P` where P's main thread has exited and another thread runs on: P is still a
+/// process, counted until its last thread ends.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn pid_target_whose_main_thread_exited_is_counted_until_its_last_thread_ends() {
+    assert_attached_exact("leader-exit wait select:3:-1 poll:5:8:8 ppoll:2:4:1 close:0:2");
 }
 
 /// fd.below_max, fd.fast_path, fd.table_full and fd.emfile on a real sequence: 200 opens
@@ -230,6 +262,7 @@ fn comm_target_counts_processes_by_name_until_signalled() {
         pids: vec![],
         // The kernel keeps 15 bytes of a name; a longer one matches on those.
         comms: vec!["auditor-workload".into()],
+        thread_comms: vec![],
     };
     let session = trace::trace_with(&options(target), || {
         let mut child = Command::new(WORKLOAD)
@@ -285,6 +318,7 @@ fn a_missing_pid_is_a_clear_error() {
     let target = Target::Processes {
         pids: vec![1 << 23],
         comms: vec![],
+        thread_comms: vec![],
     };
     let error = trace::trace(&options(target)).unwrap_err();
     assert!(

@@ -1,6 +1,7 @@
 //! Reports: what a tally says about each site, ready for a renderer. Verdicts are computed
 //! here once; renderers only format.
 
+mod escape;
 mod json;
 mod table;
 
@@ -16,6 +17,7 @@ use crate::{
     verdict::{self, Arm, Verdict},
 };
 
+pub use escape::{escape_markdown_cell, escape_text};
 pub use json::write_json;
 pub use table::{write_markdown, write_sites_table, write_table};
 

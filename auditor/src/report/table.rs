@@ -4,10 +4,13 @@ use std::io::Write;
 
 use tabled::{
     builder::Builder,
-    settings::{Alignment, Style, object::Columns},
+    settings::{
+        Alignment, Format, Style,
+        object::{Columns, Segment},
+    },
 };
 
-use super::{Report, SiteReport, SiteRow, percent};
+use super::{Report, SiteReport, SiteRow, escape_markdown_cell, escape_text, percent};
 use crate::kernel_src::TreeHint;
 use crate::readiness::{Hint, SiteInfo};
 
@@ -29,8 +32,20 @@ pub fn write_markdown(
     write(report, per_process, Flavour::Markdown, out)
 }
 
+/// Text for `flavour`, safe to print: cells and notes hold names from traced programs.
+fn escaped(text: &str, flavour: Flavour) -> String {
+    match flavour {
+        Flavour::Text => escape_text(text).into_owned(),
+        Flavour::Markdown => escape_markdown_cell(text),
+    }
+}
+
 fn styled(builder: Builder, flavour: Flavour, numeric: &[usize]) -> String {
     let mut table = builder.build();
+    table.modify(
+        Segment::all(),
+        Format::content(|cell| escaped(cell, flavour)),
+    );
     match flavour {
         Flavour::Text => table.with(Style::psql()),
         Flavour::Markdown => table.with(Style::markdown()),
@@ -171,7 +186,9 @@ fn write(
     writeln!(
         out,
         "{heading}auditor{heading}: {} ({}, {:.2} s); calls: {calls}\n",
-        report.target, report.source, report.duration_seconds
+        escape_text(&report.target),
+        report.source,
+        report.duration_seconds
     )?;
 
     let mut files: Vec<&str> = Vec::new();
@@ -220,7 +237,7 @@ fn write(
     if !report.notes.is_empty() {
         writeln!(out)?;
         for note in &report.notes {
-            writeln!(out, "- {note}")?;
+            writeln!(out, "- {}", escape_text(note))?;
         }
     }
     Ok(())

@@ -3,7 +3,9 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
-use auditor_common::{COMM_LEN, CountKey, Counts, Site, Syscall, TaskOffsets, globals, maps};
+use auditor_common::{
+    COMM_LEN, CountKey, Counts, Site, Syscall, TaskOffsets, comm_match, globals, maps,
+};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap},
@@ -22,9 +24,10 @@ use crate::{
 static PROBE_ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/auditor-probe"));
 
 /// Every program of the probe and the tracepoint it attaches to.
-const PROGRAMS: [(&str, &str, &str); 49] = [
+const PROGRAMS: [(&str, &str, &str); 50] = [
     ("process_fork", "sched", "sched_process_fork"),
     ("process_exec", "sched", "sched_process_exec"),
+    ("process_exit", "sched", "sched_process_exit"),
     ("select_enter", "syscalls", "sys_enter_select"),
     ("select_exit", "syscalls", "sys_exit_select"),
     ("pselect6_enter", "syscalls", "sys_enter_pselect6"),
@@ -94,6 +97,9 @@ fn task_offsets() -> Result<TaskOffsets, String> {
         fdt_open_fds: offset("fdtable", "open_fds")?,
         task_signal: offset("task_struct", "signal")?,
         signal_nofile: offset("signal_struct", "rlim")? + RLIMIT_NOFILE * 16,
+        signal_live: offset("signal_struct", "live")?,
+        task_group_leader: offset("task_struct", "group_leader")?,
+        task_comm: offset("task_struct", "comm")?,
         nr_open,
         known: 1,
     })
@@ -106,8 +112,10 @@ pub struct Filter {
     pub all: bool,
     /// Processes counted from the start (threads included).
     pub pids: Vec<u32>,
-    /// Processes whose command name is one of these.
+    /// Processes whose name (their thread-group leader's, as `ps` shows it) is one of these.
     pub comms: Vec<String>,
+    /// Threads whose own name is one of these.
+    pub thread_comms: Vec<String>,
     /// A process counted from its next exec on.
     pub exec_target: Option<u32>,
     /// Count the children of counted processes too.
@@ -167,28 +175,49 @@ pub struct Probe {
     links: Vec<(&'static str, TracePointLinkId)>,
     /// Why the task state cannot be read on this kernel, if it cannot.
     task_state_error: Option<String>,
+    /// The names given with `--comm` and `--thread-comm`.
+    names: Vec<String>,
 }
 
 impl Probe {
-    /// Checks privileges and tracefs, loads the probe with `filter` and attaches it.
-    pub fn attach(filter: &Filter) -> Result<Probe, Error> {
+    /// Checks privileges and tracefs, loads the probe with `filter` and attaches it; fails
+    /// with [`Error::Interrupted`] as soon as `stop` says so (loading takes seconds).
+    pub fn attach(filter: &Filter, stop: &dyn Fn() -> bool) -> Result<Probe, Error> {
         if PROBE_ELF.is_empty() {
             return Err(Error::NoProbe);
         }
+        let names = filter.comms.len() + filter.thread_comms.len();
+        if names > maps::COMMS_CAPACITY as usize {
+            return Err(Error::TooManyNames {
+                given: names,
+                limit: maps::COMMS_CAPACITY,
+            });
+        }
+        if filter.pids.len() > maps::TRACED_CAPACITY as usize {
+            return Err(Error::TooManyPids {
+                given: filter.pids.len(),
+                limit: maps::TRACED_CAPACITY,
+            });
+        }
+
         let missing = missing_capabilities();
         if !missing.is_empty() {
             return Err(Error::NotPrivileged(missing.join(" and ")));
         }
         tracefs::ensure_mounted()?;
         let fork_child_pid = tracefs::field_offset("sched", "sched_process_fork", "child_pid")?;
+        let exec_old_pid = tracefs::field_offset("sched", "sched_process_exec", "old_pid")?;
 
         let flag = |on: bool| u32::from(on);
         let auditor_pid = std::process::id();
         let trace_all = flag(filter.all);
-        let filter_comms = flag(!filter.comms.is_empty());
+        let filter_comms = flag(names > 0);
         let follow_forks = flag(filter.follow_forks);
         let exec_target = filter.exec_target.unwrap_or(0);
-        let fork_offset = u32::try_from(fork_child_pid).map_err(|e| Error::Probe(e.to_string()))?;
+        let record_offset =
+            |offset: usize| u32::try_from(offset).map_err(|e| Error::Probe(e.to_string()));
+        let fork_offset = record_offset(fork_child_pid)?;
+        let exec_offset = record_offset(exec_old_pid)?;
         let (task_offsets, task_state_error) = match task_offsets() {
             Ok(offsets) => (offsets, None),
             Err(why) => (TaskOffsets::default(), Some(why)),
@@ -200,6 +229,7 @@ impl Probe {
             .override_global(globals::FOLLOW_FORKS, &follow_forks, true)
             .override_global(globals::EXEC_TARGET, &exec_target, true)
             .override_global(globals::FORK_CHILD_PID_OFFSET, &fork_offset, true)
+            .override_global(globals::EXEC_OLD_PID_OFFSET, &exec_offset, true)
             .override_global(globals::TASK_OFFSETS, &task_offsets, true)
             .load(PROBE_ELF)
             .map_err(|e| Error::Probe(format!("loading the probe: {e}")))?;
@@ -217,14 +247,25 @@ impl Probe {
             }
         }
         {
-            let mut comms: HashMap<_, [u8; COMM_LEN], u8> = HashMap::try_from(
+            let mut comms: HashMap<_, [u8; COMM_LEN], u32> = HashMap::try_from(
                 ebpf.map_mut(maps::COMMS)
                     .ok_or(Error::Probe(maps::COMMS.into()))?,
             )
             .map_err(|e| map_error(maps::COMMS, e))?;
-            for name in &filter.comms {
+            // One entry per name: a name given both ways matches both ways.
+            let mut flags = std::collections::BTreeMap::new();
+            let names = [
+                (&filter.comms, comm_match::PROCESS),
+                (&filter.thread_comms, comm_match::THREAD),
+            ];
+            for (names, how) in names {
+                for name in names {
+                    *flags.entry(comm_key(name)).or_insert(0) |= how;
+                }
+            }
+            for (key, how) in flags {
                 comms
-                    .insert(comm_key(name), 1, 0)
+                    .insert(key, how, 0)
                     .map_err(|e| map_error(maps::COMMS, e))?;
             }
         }
@@ -238,6 +279,9 @@ impl Probe {
             }
         }
         for (name, category, event) in PROGRAMS {
+            if stop() {
+                return Err(Error::Interrupted);
+            }
             let program: &mut TracePoint = ebpf
                 .program_mut(name)
                 .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
@@ -263,6 +307,12 @@ impl Probe {
             ebpf,
             links,
             task_state_error,
+            names: filter
+                .comms
+                .iter()
+                .chain(&filter.thread_comms)
+                .cloned()
+                .collect(),
         })
     }
 
@@ -272,11 +322,33 @@ impl Probe {
             .iter()
             .map(|why| {
                 format!(
-                    "The task's fd table cannot be read on this kernel ({why}): the sites that \
-                     depend on it are counted as unreadable."
+                    "The task state cannot be read on this kernel ({why}): the sites that \
+                     depend on the fd table are counted as unreadable, processes stay in the \
+                     traced set after they exit (a reused pid would be counted), and --comm \
+                     matches the calling thread's name, not its process's."
                 )
             })
             .collect()
+    }
+
+    /// The names given with `--comm` or `--thread-comm` that no task has had so far.
+    pub fn unmatched_names(&self) -> Result<Vec<String>, Error> {
+        let map = self
+            .ebpf
+            .map(maps::COMMS)
+            .ok_or_else(|| map_error(maps::COMMS, "missing"))?;
+        let comms: HashMap<&MapData, [u8; COMM_LEN], u32> =
+            HashMap::try_from(map).map_err(|e| map_error(maps::COMMS, e))?;
+        let mut unmatched = Vec::new();
+        for name in &self.names {
+            let flags = comms
+                .get(&comm_key(name), 0)
+                .map_err(|e| map_error(maps::COMMS, e))?;
+            if flags & comm_match::MATCHED == 0 {
+                unmatched.push(name.clone());
+            }
+        }
+        Ok(unmatched)
     }
 
     /// Detaches every program: counts stop changing.

@@ -292,7 +292,11 @@ impl Expected {
                 self.calls[Syscall::Read as usize] += 1;
                 self.lookups(1, shared);
             }
-            Step::Fork | Step::Thread | Step::Sleep { .. } => {}
+            Step::Fork
+            | Step::Thread
+            | Step::LeaderExit
+            | Step::Name { .. }
+            | Step::Sleep { .. } => {}
         }
     }
 }
@@ -322,6 +326,8 @@ pub fn expected_on_table(steps: &[Step], max_fds: u32) -> Vec<Expected> {
             }
             // The steps after `thread` run in a second thread sharing the table.
             Step::Thread => task.shared = true,
+            // The main thread is gone: the table is the remaining thread's alone.
+            Step::LeaderExit => task.shared = false,
             step => processes
                 .last_mut()
                 .expect("never empty")

@@ -28,6 +28,10 @@
 //! - `pipe:CALLS`, `socketpair:CALLS`: pipe2 and socketpair calls, two fds each, kept open.
 //! - `fork`: the steps after it run in a child process, which the parent waits for.
 //! - `thread`: the steps after it run in a new thread, which the main thread joins.
+//! - `leader-exit`: the steps after it run in a new thread, and the main thread exits by
+//!   itself (the process lives on in that thread, and ends when it does). The fd table is
+//!   shared until the main thread is gone: a `wait` right after it makes that certain.
+//! - `name:NAME`: the calling thread names itself NAME (prctl PR_SET_NAME, 15 bytes).
 //! - `wait`: read a line from stdin first (lets a test attach to a running process).
 //! - `sleep:MS`: sleep MS milliseconds.
 //!
@@ -153,6 +157,11 @@ pub enum Step {
     },
     Fork,
     Thread,
+    LeaderExit,
+    /// The thread's new name, NUL-padded (the kernel keeps 15 bytes).
+    Name {
+        name: [u8; 16],
+    },
     Wait,
     Sleep {
         millis: u64,
@@ -351,13 +360,24 @@ impl FromStr for Step {
                     millis: f.number(0, "MS", None)?,
                 }
             }
-            "fork" | "thread" | "wait" => {
+            "fork" | "thread" | "leader-exit" | "wait" => {
                 f.at_most(0)?;
                 match kind {
                     "fork" => Step::Fork,
                     "thread" => Step::Thread,
+                    "leader-exit" => Step::LeaderExit,
                     _ => Step::Wait,
                 }
+            }
+            "name" => {
+                f.at_most(1)?;
+                let given = f.fields.first().ok_or_else(|| f.error("NAME is missing"))?;
+                if given.is_empty() || given.len() > 15 || given.contains('\0') {
+                    return Err(f.error("NAME must be 1 to 15 bytes"));
+                }
+                let mut name = [0u8; 16];
+                name[..given.len()].copy_from_slice(given.as_bytes());
+                Step::Name { name }
             }
             _ => return Err(f.error("unknown step")),
         };
@@ -436,6 +456,11 @@ impl fmt::Display for Step {
             Step::SocketPair { calls } => write!(f, "socketpair:{calls}"),
             Step::Fork => f.write_str("fork"),
             Step::Thread => f.write_str("thread"),
+            Step::LeaderExit => f.write_str("leader-exit"),
+            Step::Name { name } => {
+                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                write!(f, "name:{}", String::from_utf8_lossy(&name[..end]))
+            }
             Step::Wait => f.write_str("wait"),
             Step::Sleep { millis } => write!(f, "sleep:{millis}"),
         }

@@ -181,6 +181,13 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
                 .map_err(Into::into),
             Step::Fork => return fork_rest(fds, &steps[index + 1..]),
             Step::Thread => return thread_rest(fds, &steps[index + 1..]),
+            Step::LeaderExit => leader_exit_rest(fds, &steps[index + 1..]),
+            Step::Name { name } => {
+                // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
+                let ret = unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+                ensure!(ret == 0, "prctl(PR_SET_NAME) failed");
+                Ok(())
+            }
         }
         .with_context(|| format!("workload step `{step}`"))?;
     }
@@ -209,6 +216,7 @@ fn raise_nofile_limit(want: u64) -> anyhow::Result<()> {
 
 /// The fds of [`Layout`], opened. None is ever closed: the process ends with them, so the
 /// only closes are those of `close` steps.
+#[derive(Clone)]
 struct Fds {
     pool: Vec<RawFd>,
     not_open: RawFd,
@@ -507,6 +515,26 @@ fn thread_rest(fds: &Fds, rest: &[Step]) -> anyhow::Result<()> {
             .join()
             .map_err(|_| anyhow::anyhow!("the workload thread panicked"))?
     })
+}
+
+/// Runs `rest` in a new thread and exits the main thread alone; the process ends when the
+/// new thread does.
+fn leader_exit_rest(fds: &Fds, rest: &[Step]) -> ! {
+    let (fds, rest) = (fds.clone(), rest.to_vec());
+    std::thread::spawn(move || {
+        let code = match run_steps(&fds, &rest) {
+            Ok(()) => 0,
+            Err(error) => {
+                eprintln!("auditor-workload (last thread): {error:#}");
+                1
+            }
+        };
+        std::process::exit(code)
+    });
+    // SAFETY: SYS_exit ends only the calling thread; nothing of its stack is borrowed by
+    // the thread above, which owns what it uses.
+    unsafe { libc::syscall(libc::SYS_exit, 0) };
+    unreachable!("SYS_exit returned")
 }
 
 fn fork_rest(fds: &Fds, rest: &[Step]) -> anyhow::Result<()> {

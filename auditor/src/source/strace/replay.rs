@@ -87,6 +87,8 @@ pub struct Replay {
     last_call: Option<Recorder>,
     /// Counts per site and calling code.
     callers: BTreeMap<(Site, String), Counts>,
+    /// Successful `execve` calls: a live strace of a command shows that it started.
+    execs: u64,
 }
 
 impl Replay {
@@ -95,6 +97,9 @@ impl Replay {
         self.last_call = None;
         // Not a call any measured site depends on.
         let Some(syscall) = Syscall::from_name(record.name) else {
+            if record.name == "execve" && record.ret == Some(0) {
+                self.execs += 1;
+            }
             self.note_thread(record);
             return;
         };
@@ -335,11 +340,17 @@ impl Replay {
             *self.undecoded.entry(name).or_default() += calls;
         }
         self.unparsed_count += other.unparsed_count;
+        self.execs += other.execs;
         for (file, line, why) in other.unparsed {
             if self.unparsed.len() < QUOTED {
                 self.unparsed.push((file, offset + line, why));
             }
         }
+    }
+
+    /// Successful `execve` calls replayed.
+    pub fn execs(&self) -> u64 {
+        self.execs
     }
 
     /// Lines or calls that could not be read.

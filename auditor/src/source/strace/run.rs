@@ -3,21 +3,35 @@
 //!
 //! Flags: `-f` (children and threads), `-Y` (each line names its thread's command),
 //! `-qq` (no attach/exit chatter), `-v -s 65536` (arrays and structures in full),
-//! `-e trace=` the syscalls the log source decodes and the clones that tell threads from
-//! processes, and `LANG=C` (untranslated errno texts).
+//! `-e trace=` the syscalls the log source decodes, the clones that tell threads from
+//! processes and the execs that show a started command ran, and `LANG=C` (untranslated
+//! errno texts).
+//!
+//! Stopping: a started command is what ends, as under strace alone (strace blocks fatal
+//! signals while it writes to a file, and reports how the command ended); strace on
+//! `-p` processes detaches when it is sent SIGINT or SIGTERM.
 
 use std::{
     ffi::OsString,
-    process::{Command, ExitStatus},
+    process::Command,
+    sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, Instant},
 };
 
-use super::replay::Replay;
-use crate::Error;
+use nix::{sys::signal::Signal, unistd::Pid};
 
-/// The syscalls whose lines the strace source decodes, and the clones that say which
-/// threads belong to which process (`xtask record-fixtures` records with the same list).
-const TRACED: &str =
-    "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,epoll_pwait2,close,clone,clone3";
+use super::replay::Replay;
+use crate::{
+    Error,
+    status::{self, Ending},
+    trace::{self, StopRequest},
+};
+
+/// The syscalls whose lines the strace source decodes, the clones that say which threads
+/// belong to which process, and the execs that show the command started (`xtask
+/// record-fixtures` records the same list but the execs).
+pub const TRACED: &str = "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,\
+                          epoll_pwait2,close,clone,clone3,execve";
 
 /// What strace traces.
 #[derive(Clone, Debug)]
@@ -28,10 +42,41 @@ pub enum Target {
     Pids(Vec<u32>),
 }
 
-/// Runs strace on `target` (with `-k` for `stacks`), feeding `replay`; returns strace's exit
-/// status. Ctrl-C reaches strace (which stops) and not the report.
-pub fn run(target: &Target, stacks: bool, replay: &mut Replay) -> Result<ExitStatus, Error> {
-    crate::trace::catch_stop_signals()?;
+/// How a live strace session ended.
+#[derive(Clone, Copy, Debug)]
+pub struct Outcome {
+    /// How the started command ended (None for `-p`).
+    pub command: Option<Ending>,
+    /// The signal that ended the session, if one did.
+    pub stopped_by: Option<i32>,
+}
+
+impl Outcome {
+    /// The auditor's exit status before the input's own state is considered: the command's.
+    pub fn code(&self) -> u8 {
+        self.command.map_or(status::SUCCESS, Ending::code)
+    }
+}
+
+/// How long strace has to end after being asked to, before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs strace on `target` (with `-k` for `stacks`) for at most `duration`, feeding
+/// `replay`. SIGINT and SIGTERM end the session with what was counted: from the terminal
+/// they reach the command and strace by themselves; sent to the auditor alone they are
+/// passed on.
+pub fn run(
+    target: &Target,
+    stacks: bool,
+    duration: Option<Duration>,
+    replay: &mut Replay,
+) -> Result<Outcome, Error> {
+    trace::catch_stop_signals()?;
+    if let Target::Pids(pids) = target {
+        for &pid in pids {
+            trace::check_process(pid)?;
+        }
+    }
     let dir = tempfile::tempdir()?;
     let fifo = dir.path().join("strace.out");
     nix::unistd::mkfifo(
@@ -66,13 +111,112 @@ pub fn run(target: &Target, stacks: bool, replay: &mut Replay) -> Result<ExitSta
             error.to_string()
         },
     })?;
-    // Opening the read end waits for strace to open the write end; if strace fails
-    // before that, nothing ever opens it: open without blocking, then wait for data.
-    let reader = open_fifo(&fifo, &mut child)?;
-    if let Some(reader) = reader {
-        replay.ingest("strace", reader, None);
+    let strace = Pid::from_raw(child.id() as i32);
+    let finished = AtomicBool::new(false);
+    let stopped_by = std::thread::scope(|scope| -> Result<Option<StopRequest>, Error> {
+        let watcher = scope.spawn(|| watch(strace, target, duration, &finished));
+        // Opening the read end waits for strace to open the write end; if strace fails
+        // before that, nothing ever opens it: open without blocking, then wait for data.
+        let reader = open_fifo(&fifo, &mut child);
+        if let Ok(Some(reader)) = &reader {
+            replay.ingest("strace", reader, None);
+        }
+        finished.store(true, Ordering::SeqCst);
+        let stop = watcher.join().expect("the watcher does not panic");
+        reader.map(|_| stop)
+    })?;
+    let ending = Ending::from(child.wait()?);
+    let signalled = |ending: Ending, stop: Option<StopRequest>| matches!((ending, stop), (Ending::Killed { signal, .. }, Some(stop)) if signal == stop.signal);
+    let outcome = match target {
+        // strace passes on the command's status; it fails by itself only before the exec.
+        Target::Command(argv) => {
+            if replay.execs() == 0 && !ending.success() && stopped_by.is_none() {
+                return Err(Error::Spawn {
+                    command: argv
+                        .first()
+                        .map(|a| a.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    why: format!("strace did not start it (strace {ending}; its message is above)"),
+                });
+            }
+            Outcome {
+                command: Some(ending),
+                stopped_by: stopped_by.map(|s| s.signal),
+            }
+        }
+        // strace -p ends by itself only when its processes are gone, or on a failure.
+        Target::Pids(pids) => {
+            if !ending.success() && !signalled(ending, stopped_by) {
+                let shown: Vec<String> = pids.iter().map(u32::to_string).collect();
+                return Err(Error::Spawn {
+                    command: format!("strace -p {}", shown.join(" -p ")),
+                    why: format!("strace {ending}; its message is above"),
+                });
+            }
+            Outcome {
+                command: None,
+                stopped_by: stopped_by.map(|s| s.signal),
+            }
+        }
+    };
+    Ok(outcome)
+}
+
+/// Until the replay has `finished`: on a stop signal or at the end of `duration`, ends the
+/// session the way strace itself would be ended, and kills strace if it has not ended
+/// [`STOP_GRACE`] later. Returns the stop request, if one came.
+fn watch(
+    strace: Pid,
+    target: &Target,
+    duration: Option<Duration>,
+    finished: &AtomicBool,
+) -> Option<StopRequest> {
+    let started = Instant::now();
+    let mut asked: Option<(Instant, Option<StopRequest>)> = None;
+    while !finished.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20));
+        if let Some((at, _)) = asked {
+            if at.elapsed() >= STOP_GRACE {
+                let _ = nix::sys::signal::kill(strace, Signal::SIGKILL);
+            }
+            continue;
+        }
+        let stop = trace::stop_requested();
+        let timed_out = duration.is_some_and(|d| started.elapsed() >= d);
+        if stop.is_none() && !timed_out {
+            continue;
+        }
+        asked = Some((Instant::now(), stop));
+        // From the terminal, the signal reached strace and the command already.
+        if stop.is_some_and(|s| s.from_terminal) {
+            continue;
+        }
+        let signal = stop
+            .and_then(|s| Signal::try_from(s.signal).ok())
+            .unwrap_or(Signal::SIGTERM);
+        match target {
+            Target::Command(_) => {
+                for pid in children(strace) {
+                    let _ = nix::sys::signal::kill(pid, signal);
+                }
+            }
+            Target::Pids(_) => {
+                let _ = nix::sys::signal::kill(strace, signal);
+            }
+        }
     }
-    Ok(child.wait()?)
+    // Taken, so that the next session starts afresh.
+    asked.and_then(|_| trace::take_stop_request())
+}
+
+/// The processes strace started (its command), from `/proc/PID/task/PID/children`.
+fn children(pid: Pid) -> Vec<Pid> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|child| child.parse().ok())
+        .map(Pid::from_raw)
+        .collect()
 }
 
 /// Opens the FIFO's read end once strace has opened its write end; None if strace exited

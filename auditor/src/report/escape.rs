@@ -1,0 +1,56 @@
+//! Text that comes from traced programs and logs (process names, file names, symbols),
+//! made safe to print: control characters (which could move the cursor or retitle a
+//! terminal) and bidirectional overrides are shown as escapes, and Markdown cells keep
+//! their column structure.
+
+use std::borrow::Cow;
+
+/// Whether `c` must not reach a terminal as it is.
+fn unsafe_char(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with each control character written as a Rust-style escape (`\n`, `\u{1b}`).
+pub fn escape_text(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    Cow::Owned(escaped)
+}
+
+/// [`escape_text`], with `|` escaped so that a Markdown table cell stays one cell.
+pub fn escape_markdown_cell(text: &str) -> String {
+    escape_text(text).replace('|', "\\|")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_not_sent() {
+        assert_eq!(escape_text("sshd"), "sshd");
+        assert_eq!(
+            escape_text("x\u{1b}]0;owned\u{7}\n\u{9b}2J"),
+            "x\\u{1b}]0;owned\\u{7}\\n\\u{9b}2J"
+        );
+        assert_eq!(escape_text("a\u{202e}b"), "a\\u{202e}b");
+        assert_eq!(
+            escape_text("Chrome_IOThread ünïcode"),
+            "Chrome_IOThread ünïcode"
+        );
+    }
+
+    #[test]
+    fn markdown_cells_keep_their_columns() {
+        assert_eq!(escape_markdown_cell("a|b\u{1b}"), "a\\|b\\u{1b}");
+    }
+}

@@ -1,0 +1,278 @@
+//! Privileged tests of a session's edges: which processes are counted (a reused pid, names
+//! of processes and threads), signals at any moment, and exit statuses. They need root and
+//! tracefs: `cargo xtask test` runs them (CI runs as root).
+
+#[allow(dead_code, reason = "each test crate uses part of the helpers")]
+mod common;
+
+use std::{
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use auditor::{
+    tally::Tally,
+    trace::{self, Options, Target},
+};
+use auditor_common::{Counts, Site};
+use common::{WORKLOAD, WORKLOAD_COMM, require_privileges};
+
+const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
+
+/// Waits for `path` to hold a number, written by a traced shell.
+fn read_pid(path: &std::path::Path) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Ok(pid) = text.trim().parse()
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never written",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Runs the workload `steps` as pid `pid`, which has exited: the kernel gives out the
+/// pid after the one in `ns_last_pid`. Returns false when other processes took it first
+/// every time.
+fn run_workload_as(pid: u32, steps: &str) -> bool {
+    for _ in 0..100 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).unwrap();
+        let mut child = Command::new(WORKLOAD).args([steps]).spawn().unwrap();
+        let got = child.id();
+        assert!(child.wait().unwrap().success());
+        if got == pid {
+            return true;
+        }
+    }
+    false
+}
+
+/// Counts of `site` in `tally`'s rows of processes named `comm`.
+fn site_of(tally: &Tally, comm: &str, site: Site) -> Counts {
+    let mut total = Counts::ZERO;
+    for (process, row_site, counts) in tally.per_process() {
+        if process.comm == comm && row_site == site {
+            total.add(counts);
+        }
+    }
+    total
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn a_pid_reused_by_another_process_is_not_counted() {
+    require_privileges();
+    let dir = tempfile::tempdir().unwrap();
+    let (inner, outer) = (dir.path().join("inner"), dir.path().join("outer"));
+    // A traced child that exits at once, and a parent that lives on.
+    let script = format!(
+        "sh -c 'echo $$ > {}'; echo $$ > {}; exec sleep 60",
+        inner.display(),
+        outer.display()
+    );
+    let target = Target::Command(vec!["sh".into(), "-c".into(), script.into()]);
+    let options = Options {
+        target,
+        duration: Some(Duration::from_secs(60)),
+        status: false,
+    };
+    let (session, reused) = std::thread::scope(|scope| {
+        let stranger = scope.spawn(|| {
+            let (child, parent) = (read_pid(&inner), read_pid(&outer));
+            // The child is gone (its parent went on); an unrelated process gets its pid
+            // and polls 1000 times with fd = -1.
+            let reused = run_workload_as(child, "poll:1000:1:1");
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(parent as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .unwrap();
+            reused
+        });
+        let session = trace::trace(&options).unwrap();
+        (session, stranger.join().unwrap())
+    });
+    assert!(reused, "the kernel never gave the exited child's pid again");
+    assert_eq!(
+        site_of(&session.tally, WORKLOAD_COMM, Site::PollFdNegative),
+        Counts::ZERO,
+        "the stranger was counted"
+    );
+    assert_eq!(session.tally.site_total(Site::PollFdNegative), Counts::ZERO);
+}
+
+/// Traces by name while workload `steps` runs, and ends the session with SIGTERM.
+fn trace_by_name(comms: &[&str], thread_comms: &[&str], steps: &str) -> trace::Session {
+    let names = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+    let target = Target::Processes {
+        pids: vec![],
+        comms: names(comms),
+        thread_comms: names(thread_comms),
+    };
+    let options = Options {
+        target,
+        duration: None,
+        status: false,
+    };
+    trace::trace_with(&options, || {
+        let mut child = Command::new(WORKLOAD)
+            .args(steps.split_whitespace())
+            .spawn()
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+        nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM).unwrap();
+    })
+    .unwrap()
+}
+
+/// `--comm` matches a process by its name as `ps` shows it (the main thread's), with every
+/// thread whatever their own names; `--thread-comm` matches a thread's own name; a name
+/// that never ran gets a warning.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn names_match_processes_as_ps_shows_them_and_threads_when_asked() {
+    require_privileges();
+    let steps = "select:2:-1 thread name:auditor-worker poll:4:10:10 select:1:-1";
+    let worker = "auditor-worker";
+
+    let session = trace_by_name(&["auditor-workload", "no-such-program"], &[], steps);
+    let both = |session: &trace::Session, comm: &str| {
+        (
+            site_of(&session.tally, comm, Site::SelectNNegative),
+            site_of(&session.tally, comm, Site::PollFdNegative),
+        )
+    };
+    assert_eq!(
+        both(&session, WORKLOAD_COMM),
+        (Counts::new(2, 0, 0), Counts::ZERO)
+    );
+    assert_eq!(
+        both(&session, worker),
+        (Counts::new(1, 0, 0), Counts::new(40, 0, 0))
+    );
+    let warnings: Vec<&String> = session
+        .notes
+        .iter()
+        .filter(|n| n.starts_with("Warning"))
+        .collect();
+    assert_eq!(
+        warnings,
+        ["Warning: no process named `no-such-program` ran during the session."]
+    );
+
+    let session = trace_by_name(&[], &[worker], steps);
+    assert_eq!(both(&session, WORKLOAD_COMM), (Counts::ZERO, Counts::ZERO));
+    assert_eq!(
+        both(&session, worker),
+        (Counts::new(1, 0, 0), Counts::new(40, 0, 0))
+    );
+    assert!(session.notes.iter().all(|n| !n.starts_with("Warning")));
+}
+
+/// Starts `auditor ARGS`, sends it `signal` after `delay`, and returns its exit status,
+/// JSON report and how long it took to end after the signal.
+fn signalled(
+    args: &[&str],
+    signal: nix::sys::signal::Signal,
+    delay: Duration,
+) -> (Option<i32>, serde_json::Value, Duration) {
+    let child = Command::new(AUDITOR)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    let sent = Instant::now();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no report after {signal} at {delay:?} ({e}); stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.code(), report, sent.elapsed())
+}
+
+/// SIGINT or SIGTERM sent to the auditor alone, at any moment of a session (while the probe
+/// loads, while it counts), ends it with a report; the command gets the signal too, and
+/// the auditor exits with the command's status (128 + the signal), or with 128 + the
+/// signal when the command never started.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn a_signal_at_any_moment_ends_the_session_with_a_report() {
+    use nix::sys::signal::Signal;
+    require_privileges();
+    let args = [
+        "trace",
+        "--format",
+        "json",
+        "--duration",
+        "60s",
+        "--",
+        "sleep",
+        "60",
+    ];
+    for (millis, signal) in [
+        (30, Signal::SIGTERM),
+        (150, Signal::SIGINT),
+        (600, Signal::SIGTERM),
+        (1500, Signal::SIGINT),
+        (4000, Signal::SIGTERM),
+    ] {
+        let delay = Duration::from_millis(millis);
+        let (code, report, took) = signalled(&args, signal, delay);
+        assert_eq!(code, Some(128 + signal as i32), "{signal} at {delay:?}");
+        assert!(
+            took < Duration::from_secs(20),
+            "{signal} at {delay:?}: ended {took:?} later"
+        );
+        let notes = report["notes"].as_array().unwrap();
+        let before_attach = notes.iter().any(|n| {
+            n.as_str()
+                .unwrap()
+                .contains("while the probe was being loaded: nothing was counted")
+        });
+        // Counted calls only once attached; never both.
+        let calls = report["calls"].as_object().unwrap();
+        assert_eq!(
+            before_attach,
+            calls.is_empty(),
+            "{signal} at {delay:?}: {report}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn the_auditor_exits_with_the_commands_status() {
+    require_privileges();
+    for (script, code, words) in [
+        ("exit 0", 0, None),
+        ("exit 3", 3, Some("auditor: sh exited with status 3")),
+        (
+            "kill -SEGV $$",
+            139,
+            Some("auditor: sh was killed by SIGSEGV"),
+        ),
+    ] {
+        let output = Command::new(AUDITOR)
+            .args(["trace", "--format", "json", "--", "sh", "-c", script])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{script}: {stderr}");
+        assert!(
+            words.is_none_or(|words| stderr.contains(words)),
+            "{script}: {stderr}"
+        );
+        let _: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    }
+}
