@@ -164,22 +164,8 @@ fn auditor_strace_attaches_to_a_pid() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Let the workload go once strace traces it (TracerPid in its status).
-    let traced = || {
-        std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
-            status
-                .lines()
-                .any(|l| l.starts_with("TracerPid:") && l.split_whitespace().nth(1) != Some("0"))
-        })
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !traced() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "strace never attached"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    // Let the workload go once strace traces it.
+    common::wait_until_traced(pid);
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(child.wait().unwrap().success());
     let output = auditor.wait_with_output().unwrap();

@@ -182,3 +182,22 @@ pub fn json_counts(report: &serde_json::Value, id: &str) -> Counts {
     let count = |key: &str| row[key].as_u64().unwrap();
     Counts::new(count("taken"), count("not_taken"), count("unreadable"))
 }
+
+/// Waits until a tracer (strace) is attached to `pid`: TracerPid in its status.
+pub fn wait_until_traced(pid: u32) {
+    let traced = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+            status
+                .lines()
+                .any(|l| l.starts_with("TracerPid:") && l.split_whitespace().nth(1) != Some("0"))
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !traced() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "strace never attached"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

@@ -12,6 +12,49 @@ use auditor_common::{
 use super::{line, records::Record};
 use crate::readiness::{epoll::EpollWaitCall, poll::PollCall, select::SelectCall};
 
+/// Why a call's line cannot be decoded into a call record.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Undecodable {
+    #[error("it has no {0} argument")]
+    Missing(&'static str),
+    #[error("its {what} `{text}` is not a number in range")]
+    Number { what: &'static str, text: String },
+    #[error("its nfds is {nfds} but {printed} pollfd entries are printed")]
+    Nfds { nfds: u32, printed: usize },
+    #[error("the revents printed after its return cannot be read")]
+    Revents,
+    #[error("it did not return in the log, and {0}")]
+    NoReturn(&'static str),
+}
+
+/// Argument `what`, which must be there.
+fn arg<'a>(arg: Option<&'a str>, what: &'static str) -> Result<&'a str, Undecodable> {
+    arg.ok_or(Undecodable::Missing(what))
+}
+
+/// Argument `what` as a number.
+fn number<T: std::str::FromStr>(text: Option<&str>, what: &'static str) -> Result<T, Undecodable> {
+    let text = arg(text, what)?;
+    text.parse().map_err(|_| Undecodable::Number {
+        what,
+        text: text.to_string(),
+    })
+}
+
+/// A call the log shows no end of (its task was killed inside it, or strace detached) is
+/// taken as waiting in the kernel when its `timeout` let it wait: it then passed the checks
+/// that fail at once and scanned its fds once, with results (revents) the log does not
+/// show. A call that could not wait may not have run at all.
+fn could_wait(timeout: Timeout) -> Result<(), Undecodable> {
+    match timeout {
+        Timeout::Zero | Timeout::Invalid => Err(Undecodable::NoReturn(
+            "its timeout let it not wait: whether the kernel ran it is unknown",
+        )),
+        Timeout::Unreadable => Err(Undecodable::NoReturn("its timeout is unreadable")),
+        _ => Ok(()),
+    }
+}
+
 /// The top-level, comma-separated parts of an argument list (brackets and strings kept).
 pub fn split_args(args: &str) -> impl Iterator<Item = &str> {
     let mut delimiters = line::delimiters(args);
@@ -171,36 +214,50 @@ fn apply_revents(entries: &mut [PollFd], detail: &str) -> Option<usize> {
 }
 
 /// poll and ppoll.
-pub fn poll(record: &Record<&str>) -> Option<PollCall> {
+pub fn poll(record: &Record<&str>) -> Result<PollCall, Undecodable> {
     let [fds, nfds, time, mask, size] = first_args(record.args);
-    let nfds = nfds?.parse().ok()?;
+    let nfds = number(nfds, "nfds")?;
     let (timeout, prelude) = if record.name == "poll" {
-        let millis: i32 = time?.parse().ok()?;
+        let millis: i32 = number(time, "timeout")?;
         (Timeout::from_millis(millis), Prelude::Passes)
     } else {
-        let timeout = timeout(time?, false);
+        let timeout = timeout(arg(time, "timeout")?, false);
         let size = size.and_then(|s| s.parse().ok());
-        (timeout, timeout.prelude().and(sigmask(mask?, size)))
+        (
+            timeout,
+            timeout.prelude().and(sigmask(arg(mask, "sigmask")?, size)),
+        )
     };
-    let mut entries = pollfds(fds?);
+    // None: waiting when the log ends.
+    let ret = match kernel_return(record) {
+        Some(ret) => Some(ret),
+        None => could_wait(timeout).map(|()| None)?,
+    };
+    let mut entries = pollfds(arg(fds, "fds")?);
     let mut revents_known = 0;
     if let Some(entries) = entries.as_mut() {
         if entries.len() != nfds as usize {
-            return None;
+            return Err(Undecodable::Nfds {
+                nfds,
+                printed: entries.len(),
+            });
         }
-        revents_known = if record.ret.is_some_and(|n| n > 0) {
-            apply_revents(entries, record.detail)?
-        } else {
-            entries.len()
+        revents_known = match ret {
+            Some(n) if n > 0 => {
+                apply_revents(entries, record.detail).ok_or(Undecodable::Revents)?
+            }
+            Some(_) => entries.len(),
+            // Waiting: the scan's results are not in the log.
+            None => 0,
         };
     }
-    Some(PollCall {
+    Ok(PollCall {
         nfds,
         prelude,
         timeout,
         entries,
         revents_known,
-        ret: kernel_return(record)?,
+        ret: ret.unwrap_or(0),
     })
 }
 
@@ -220,64 +277,92 @@ fn fd_set(text: &str, words: &mut [u64]) -> Option<()> {
 }
 
 /// select and pselect6.
-pub fn select(record: &Record<&str>) -> Option<SelectCall> {
+pub fn select(record: &Record<&str>) -> Result<SelectCall, Undecodable> {
     let [n, read, write, except, time, pack] = first_args(record.args);
-    let n: i32 = n?.parse().ok()?;
+    let n: i32 = number(n, "n")?;
     let timeval = record.name == "select";
-    let timeout = timeout(time?, timeval);
+    let timeout = timeout(arg(time, "timeout")?, timeval);
     let prelude = if timeval {
         timeout.prelude()
     } else {
         // pselect6's sixth argument: `{sigmask, size}` as a pair, NULL, or an address.
-        let pack = pack?;
+        let pack = arg(pack, "sigmask")?;
         let mask = if pack == "NULL" {
             Prelude::Passes
         } else if let Some(inner) = pack.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
             let [set, size] = first_args(inner);
             let size = size.and_then(|s| s.parse().ok()).unwrap_or(SIGSET_SIZE);
-            sigmask(set?, Some(size))
+            sigmask(arg(set, "sigmask")?, Some(size))
         } else {
             Prelude::Unknown
         };
         mask.and(timeout.prelude())
     };
+    // Waiting when the log ends: as if it had timed out (see `could_wait`).
+    let ret = match kernel_return(record) {
+        Some(ret) => ret,
+        None => could_wait(timeout).map(|()| 0)?,
+    };
     let mut words = vec![0u64; (n.max(0) as usize).div_ceil(64)];
     let readable = [read, write, except]
         .into_iter()
         .all(|set| set.is_some_and(|set| fd_set(set, &mut words).is_some()));
-    Some(SelectCall {
+    Ok(SelectCall {
         n,
         prelude,
         timeout,
         words: readable.then_some(words),
-        ret: kernel_return(record)?,
+        ret,
     })
 }
 
 /// epoll_wait, epoll_pwait, epoll_pwait2. strace prints the events it returned, not the
 /// buffer's address: a printed array means the buffer was writable user memory.
-pub fn epoll_wait(record: &Record<&str>) -> Option<EpollWaitCall> {
+pub fn epoll_wait(record: &Record<&str>) -> Result<EpollWaitCall, Undecodable> {
+    let Some(ret) = kernel_return(record) else {
+        return Err(Undecodable::NoReturn(
+            "strace prints its arguments after the epoll fd only at its return",
+        ));
+    };
     let [_, events, maxevents, time, mask, size] = first_args(record.args);
-    let maxevents = maxevents?.parse().ok()?;
-    let events = match events? {
-        address if address.starts_with("0x") => u64::from_str_radix(&address[2..], 16).ok()?,
+    let maxevents = number(maxevents, "maxevents")?;
+    let events = match arg(events, "events")? {
+        address if address.starts_with("0x") => {
+            u64::from_str_radix(&address[2..], 16).map_err(|_| Undecodable::Number {
+                what: "events address",
+                text: address.to_string(),
+            })?
+        }
         _ => 0x1000,
     };
     let timeout = match record.name {
-        "epoll_pwait2" => timeout(time?, false),
-        _ => Timeout::from_millis(time?.parse().ok()?),
+        "epoll_pwait2" => timeout(arg(time, "timeout")?, false),
+        _ => Timeout::from_millis(number(time, "timeout")?),
     };
     let mask = match record.name {
         "epoll_wait" => Prelude::Passes,
-        _ => sigmask(mask?, size.and_then(|s| s.parse().ok())),
+        _ => sigmask(arg(mask, "sigmask")?, size.and_then(|s| s.parse().ok())),
     };
-    Some(EpollWaitCall {
+    Ok(EpollWaitCall {
         maxevents,
         events,
         prelude: timeout.prelude().and(mask),
         timeout,
-        ret: kernel_return(record)?,
+        ret,
     })
+}
+
+/// close: its fd (perhaps with its path, -y) and its return.
+pub fn close(record: &Record<&str>) -> Result<(i32, i64), Undecodable> {
+    let text = arg(split_args(record.args).next(), "fd")?;
+    let fd = fd(text).ok_or_else(|| Undecodable::Number {
+        what: "fd",
+        text: text.to_string(),
+    })?;
+    let ret = kernel_return(record).ok_or(Undecodable::NoReturn(
+        "whether close succeeded is only in its return",
+    ))?;
+    Ok((fd, ret))
 }
 
 #[cfg(test)]

@@ -22,8 +22,13 @@ pub enum Event<'a> {
         args: &'a str,
         ret: Return<'a>,
     },
-    /// `name(args <unfinished ...>`: another thread's line came before the return.
-    Unfinished { name: &'a str, args: &'a str },
+    /// `name(args <unfinished ...>`: another thread's line came before the return; with
+    /// `<detached ...>`, strace stopped tracing the thread inside the call.
+    Unfinished {
+        name: &'a str,
+        args: &'a str,
+        detached: bool,
+    },
     /// `<... name resumed>args) = ret`: the rest of an unfinished call.
     Resumed {
         name: &'a str,
@@ -62,6 +67,8 @@ pub enum LineError {
     BadReturn(String),
     #[error("the line is empty")]
     Empty,
+    #[error("pid `{0}` is out of range (pids are 32-bit)")]
+    BadPid(String),
 }
 
 /// The index of the first byte at or after `at` that is not ASCII white space.
@@ -110,11 +117,13 @@ pub fn integer<T: TryFrom<i64> + std::str::FromStr>(text: &str) -> Option<T> {
 }
 
 /// `N` or `N<comm>` (-Y): the pid and the command name.
-fn pid_and_comm(text: &str) -> (Option<u32>, Option<&str>) {
-    match text.split_once('<') {
-        Some((pid, comm)) => (integer(pid), comm.strip_suffix('>')),
-        None => (integer(text), None),
-    }
+fn pid_and_comm(text: &str) -> Result<(Option<u32>, Option<&str>), LineError> {
+    let (pid, comm) = match text.split_once('<') {
+        Some((pid, comm)) => (pid, comm.strip_suffix('>')),
+        None => (text, None),
+    };
+    let pid = integer(pid).ok_or_else(|| LineError::BadPid(pid.to_string()))?;
+    Ok((Some(pid), comm))
 }
 
 /// The `>` of `<comm> ` that starts at `at` (a command name may hold `>` itself).
@@ -130,14 +139,14 @@ fn comm_end(bytes: &[u8], mut at: usize) -> Option<usize> {
 
 /// Splits `[pid N] `, `N ` or `N<comm> ` (-Y) and timestamps (-t, -tt, -ttt, -r) off the
 /// front of a line.
-fn prefix(line: &str) -> (Option<u32>, Option<&str>, &str) {
+fn prefix(line: &str) -> Result<(Option<u32>, Option<&str>, &str), LineError> {
     let bytes = line.as_bytes();
     let mut at = skip_space(bytes, 0);
     let (mut pid, mut comm) = (None, None);
     if bytes[at..].starts_with(b"[pid ") {
         let number = at + b"[pid ".len();
         if let Some(close) = memchr::memchr(b']', &bytes[number..]) {
-            (pid, comm) = pid_and_comm(line[number..number + close].trim_ascii());
+            (pid, comm) = pid_and_comm(line[number..number + close].trim_ascii())?;
             at = skip_space(bytes, number + close + 1);
         }
     } else {
@@ -151,7 +160,7 @@ fn prefix(line: &str) -> (Option<u32>, Option<&str>, &str) {
                 _ => None,
             };
             if let Some(next) = next {
-                (pid, comm) = pid_and_comm(&line[at..next]);
+                (pid, comm) = pid_and_comm(&line[at..next])?;
                 at = skip_space(bytes, next);
             }
         }
@@ -167,7 +176,7 @@ fn prefix(line: &str) -> (Option<u32>, Option<&str>, &str) {
             at = skip_space(bytes, token);
         }
     }
-    (pid, comm, &line[at..])
+    Ok((pid, comm, &line[at..]))
 }
 
 /// The bytes [`delimiters`] stops at: brackets, commas, and `"` (a string starts).
@@ -266,7 +275,7 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
     while end > 0 && matches!(line.as_bytes()[end - 1], b'\r' | b'\n') {
         end -= 1;
     }
-    let (pid, comm, rest) = prefix(&line[..end]);
+    let (pid, comm, rest) = prefix(&line[..end])?;
     if rest.is_empty() {
         return Err(LineError::Empty);
     }
@@ -292,13 +301,15 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
             return Err(LineError::NoCall);
         }
         let (name, args) = (&rest[..open], &rest[open + 1..]);
-        let unfinished = args
-            .ends_with('>')
-            .then(|| args.strip_suffix("<unfinished ...>"));
-        if let Some(start) = unfinished.flatten() {
+        let unfinished = args.ends_with('>').then(|| {
+            let unfinished = args.strip_suffix("<unfinished ...>").map(|a| (a, false));
+            unfinished.or_else(|| args.strip_suffix("<detached ...>").map(|a| (a, true)))
+        });
+        if let Some((start, detached)) = unfinished.flatten() {
             Event::Unfinished {
                 name,
                 args: start.trim_ascii(),
+                detached,
             }
         } else if let Some(close) = closing(args, 1) {
             Event::Call {
@@ -313,6 +324,7 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
             Event::Unfinished {
                 name,
                 args: args[..cut].trim_ascii(),
+                detached: false,
             }
         }
     };
@@ -410,9 +422,28 @@ mod tests {
                 comm: None,
                 event: Event::Unfinished {
                     name: "wait4",
-                    args: "-1,"
+                    args: "-1,",
+                    detached: false,
                 }
             }
+        );
+        assert_eq!(
+            parse("18099<auditor-workloa> poll([{fd=-1}], 1, 10 <detached ...>")
+                .unwrap()
+                .event,
+            Event::Unfinished {
+                name: "poll",
+                args: "[{fd=-1}], 1, 10",
+                detached: true,
+            }
+        );
+        assert_eq!(
+            parse("4294967296 close(3) = 0").unwrap_err(),
+            LineError::BadPid("4294967296".into())
+        );
+        assert_eq!(
+            parse("[pid 99999999999] close(3) = 0").unwrap_err(),
+            LineError::BadPid("99999999999".into())
         );
         let line =
             parse("9344  07:59:47 <... wait4 resumed>0x7ffffe37f8dc, WNOHANG, NULL) = 0").unwrap();
@@ -432,7 +463,8 @@ mod tests {
             parse(line).unwrap().event,
             Event::Unfinished {
                 name: "rt_sigprocmask",
-                args: "SIG_SETMASK, [],"
+                args: "SIG_SETMASK, [],",
+                detached: false,
             }
         );
     }

@@ -77,6 +77,39 @@ pub enum Item<S> {
     /// A chunk of a log only ([`Records::chunk`]): the second half of a call that started
     /// before the chunk; `args` holds what follows `resumed>`.
     Resumed(Record<S>),
+    /// A call the log shows no end of, with what its start shows, and why.
+    Unanswered {
+        record: Record<S>,
+        why: NoEnd,
+    },
+}
+
+/// Why a call has no end in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoEnd {
+    /// Its task exited (or was killed) inside it: `= ?`, or `+++` after its start.
+    TaskExited,
+    /// strace detached from its thread inside it (`<detached ...>`).
+    Detached,
+    /// The log ends before it resumes.
+    LogEnded,
+    /// Its thread's next line, at this line, is another call: it never resumed (logs
+    /// joined with `cat` give a pid's lines again).
+    NextCall(u64),
+}
+
+impl std::fmt::Display for NoEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoEnd::TaskExited => f.write_str("its task exited inside it"),
+            NoEnd::Detached => f.write_str("strace detached inside it"),
+            NoEnd::LogEnded => f.write_str("the log ends before it resumes"),
+            NoEnd::NextCall(line) => write!(
+                f,
+                "it never resumed (line {line} is its thread's next call)"
+            ),
+        }
+    }
 }
 
 /// A call started (`<unfinished ...>`) and not yet resumed.
@@ -87,22 +120,26 @@ pub struct Start {
     /// The arguments printed so far.
     pub args: String,
     pub line: u64,
+    /// strace detached inside the call: it never resumes.
+    pub detached: bool,
 }
 
 impl Start {
-    /// The record of a call that never returned (`pid` is its thread): what its start
-    /// shows.
-    pub fn unanswered(&self, pid: Option<u32>) -> Record<&str> {
-        Record {
+    /// The item of a call that never returned (`pid` is its thread): what its start shows;
+    /// `why` unless strace detached inside it.
+    pub fn unanswered(&self, pid: Option<u32>, why: NoEnd) -> Item<&str> {
+        let why = if self.detached { NoEnd::Detached } else { why };
+        let record = Record {
             pid,
-            comm: &self.comm,
-            name: &self.name,
-            args: &self.args,
+            comm: self.comm.as_str(),
+            name: self.name.as_str(),
+            args: self.args.as_str(),
             ret: None,
             errno: None,
             detail: "",
             line: self.line,
-        }
+        };
+        Item::Unanswered { record, why }
     }
 }
 
@@ -128,6 +165,11 @@ pub struct Records {
     unfinished: HashMap<Option<u32>, Start>,
     /// This is a chunk of a log: calls may resume after it or have started before it.
     chunk: bool,
+    /// In a chunk, the threads seen so far, and those whose first line in it is not a
+    /// call's second half (with why that ends a call an earlier chunk left unfinished).
+    seen: std::collections::HashSet<Option<u32>>,
+    opened: Vec<(Option<u32>, NoEnd)>,
+    last_seen: Option<Option<u32>>,
 }
 
 impl Records {
@@ -137,6 +179,9 @@ impl Records {
             line: 0,
             unfinished: HashMap::new(),
             chunk: false,
+            seen: std::collections::HashSet::new(),
+            opened: Vec::new(),
+            last_seen: None,
         }
     }
 
@@ -153,6 +198,17 @@ impl Records {
     /// Lines read so far.
     pub fn lines(&self) -> u64 {
         self.line
+    }
+
+    /// In a chunk: the threads whose first line is not a call's second half, with why that
+    /// ends a call left unfinished before the chunk.
+    pub fn take_opened(&mut self) -> Vec<(Option<u32>, NoEnd)> {
+        let file_pid = self.file_pid;
+        let mut opened = std::mem::take(&mut self.opened);
+        opened
+            .iter_mut()
+            .for_each(|(pid, _)| *pid = pid.or(file_pid));
+        opened
     }
 
     /// The calls still unfinished, in the order they started.
@@ -273,20 +329,42 @@ impl Records {
             }
         };
         let (pid, comm) = (parsed.pid, parsed.comm.unwrap_or(""));
+        if self.chunk && self.last_seen != Some(pid) {
+            let opening = match parsed.event {
+                Event::Call { .. } | Event::Unfinished { .. } => {
+                    Some(Some(NoEnd::NextCall(number)))
+                }
+                Event::Exit(_) => Some(Some(NoEnd::TaskExited)),
+                Event::Resumed { .. } => Some(None),
+                // A signal or a frame does not end a call.
+                Event::Signal(_) | Event::Frame(_) => None,
+            };
+            if let Some(opening) = opening {
+                self.last_seen = Some(pid);
+                if self.seen.insert(pid)
+                    && let Some(why) = opening
+                {
+                    self.opened.push((pid, why));
+                }
+            }
+        }
         match parsed.event {
-            Event::Call { name, args, ret } => sink(Item::Record(self.record(
-                (pid, comm),
+            Event::Call { name, args, ret } => {
+                self.never_resumed(pid, number, sink);
+                sink(self.ended(self.record((pid, comm), name, args, Some(ret), number)));
+            }
+            Event::Unfinished {
                 name,
                 args,
-                Some(ret),
-                number,
-            ))),
-            Event::Unfinished { name, args } => {
+                detached,
+            } => {
+                self.never_resumed(pid, number, sink);
                 let start = Start {
                     name: name.to_string(),
                     comm: comm.to_string(),
                     args: args.to_string(),
                     line: number,
+                    detached,
                 };
                 self.unfinished.insert(pid, start);
             }
@@ -294,13 +372,9 @@ impl Records {
             Event::Resumed { name, args, ret } => match self.unfinished.remove(&pid) {
                 Some(start) if start.name == name => {
                     let joined = stitch(&start.args, args);
-                    sink(Item::Record(self.record(
-                        (pid, &start.comm),
-                        name,
-                        &joined,
-                        Some(ret),
-                        start.line,
-                    )))
+                    let record =
+                        self.record((pid, &start.comm), name, &joined, Some(ret), start.line);
+                    sink(self.ended(record))
                 }
                 None if self.chunk => sink(Item::Resumed(self.record(
                     (pid, comm),
@@ -309,10 +383,15 @@ impl Records {
                     Some(ret),
                     number,
                 ))),
-                _ => sink(Item::Unparsed {
-                    line: number,
-                    why: format!("`{name}` resumed without its start"),
-                }),
+                other => {
+                    if let Some(start) = other {
+                        sink(start.unanswered(pid.or(self.file_pid), NoEnd::NextCall(number)));
+                    }
+                    sink(Item::Unparsed {
+                        line: number,
+                        why: format!("`{name}` resumed without its start"),
+                    })
+                }
             },
             Event::Signal(_) => sink(Item::Event { line: number }),
             Event::Frame(frame) => sink(Item::Frame {
@@ -323,10 +402,32 @@ impl Records {
                 // A call still unfinished when its task exits never returned: its entry
                 // still counts, without a return value.
                 if let Some(start) = self.unfinished.remove(&pid) {
-                    sink(Item::Record(start.unanswered(pid.or(self.file_pid))));
+                    sink(start.unanswered(pid.or(self.file_pid), NoEnd::TaskExited));
                 }
                 sink(Item::Event { line: number })
             }
+        }
+    }
+
+    /// A new call of thread `pid` at `line`: the call it left unfinished never resumed.
+    fn never_resumed(&mut self, pid: Option<u32>, line: u64, sink: &mut impl FnMut(Item<&str>)) {
+        if !self.unfinished.is_empty()
+            && let Some(start) = self.unfinished.remove(&pid)
+        {
+            sink(start.unanswered(pid.or(self.file_pid), NoEnd::NextCall(line)));
+        }
+    }
+
+    /// The item of a call with its end: `= ?` (no return, no errno) means its task
+    /// exited inside it.
+    fn ended<'a>(&self, record: Record<&'a str>) -> Item<&'a str> {
+        if record.ret.is_none() && record.errno.is_none() {
+            Item::Unanswered {
+                record,
+                why: NoEnd::TaskExited,
+            }
+        } else {
+            Item::Record(record)
         }
     }
 
@@ -336,7 +437,7 @@ impl Records {
         let mut pending: Vec<_> = self.unfinished.drain().collect();
         pending.sort_by_key(|(_, start)| start.line);
         for (pid, start) in pending {
-            sink(Item::Record(start.unanswered(pid.or(self.file_pid))));
+            sink(start.unanswered(pid.or(self.file_pid), NoEnd::LogEnded));
         }
     }
 }
@@ -344,8 +445,14 @@ impl Records {
 /// Every item of a whole log, kept (for tests).
 #[cfg(test)]
 pub fn items(log: &[u8], file_pid: Option<u32>) -> Vec<Item<String>> {
+    items_of(log, file_pid)
+}
+
+/// Every item `reader` gives, kept (for tests).
+#[cfg(test)]
+fn items_of(reader: impl Read, file_pid: Option<u32>) -> Vec<Item<String>> {
     let mut items = Vec::new();
-    Records::new(file_pid).read(log, &mut |item| {
+    Records::new(file_pid).read(reader, &mut |item| {
         items.push(match item {
             Item::Record(record) => Item::Record(record.owned()),
             Item::Resumed(record) => Item::Resumed(record.owned()),
@@ -355,6 +462,10 @@ pub fn items(log: &[u8], file_pid: Option<u32>) -> Vec<Item<String>> {
                 frame: frame.to_string(),
             },
             Item::Unparsed { line, why } => Item::Unparsed { line, why },
+            Item::Unanswered { record, why } => Item::Unanswered {
+                record: record.owned(),
+                why,
+            },
         })
     });
     items
@@ -370,6 +481,9 @@ mod tests {
             .filter_map(|item| match item {
                 Item::Record(record) => {
                     Some(format!("{}:{}:{:?}", record.name, record.args, record.ret))
+                }
+                Item::Unanswered { record, why } => {
+                    Some(format!("{}:{}:{why:?}", record.name, record.args))
                 }
                 _ => None,
             })
@@ -401,8 +515,8 @@ mod tests {
         assert_eq!(
             names(&items),
             [
-                "poll:[{fd=3, events=POLLIN}], 1, -1:None",
-                "ppoll:[{fd=4, events=POLLIN}], 1, NULL, NULL, 8:None"
+                "poll:[{fd=3, events=POLLIN}], 1, -1:TaskExited",
+                "ppoll:[{fd=4, events=POLLIN}], 1, NULL, NULL, 8:TaskExited"
             ]
         );
     }
@@ -471,29 +585,18 @@ mod tests {
     }
 
     fn trickled(log: &[u8], fail_at_end: bool) -> Vec<Item<String>> {
-        let mut items = Vec::new();
         let reader = Trickle {
             bytes: log,
             step: 0,
             fail_at_end,
         };
-        Records::new(None).read(reader, &mut |item| {
-            if let Item::Record(record) = item {
-                items.push(Item::Record(record.owned()));
-            } else if let Item::Unparsed { line, why } = item {
-                items.push(Item::Unparsed { line, why });
-            }
-        });
-        items
+        items_of(reader, None)
     }
 
     #[test]
     fn input_in_small_pieces_reads_like_the_whole() {
         let log = include_str!("../../../../fixtures/python-asyncio.log");
-        let whole: Vec<_> = items(log.as_bytes(), None)
-            .into_iter()
-            .filter(|item| !matches!(item, Item::Event { .. } | Item::Frame { .. }))
-            .collect();
+        let whole = items(log.as_bytes(), None);
         assert!(whole.len() > 500);
         assert_eq!(trickled(log.as_bytes(), false), whole);
     }
@@ -524,8 +627,9 @@ mod tests {
             names(&items),
             [
                 "close:3:Some(0)",
+                // One thread (no pids): its next call came before the poll resumed.
+                "poll:[{fd=3, events=POLLIN}], 1, -1:NextCall(3)",
                 "close:5:Some(0)",
-                "poll:[{fd=3, events=POLLIN}], 1, -1:None"
             ]
         );
         assert!(

@@ -8,14 +8,14 @@ use std::{
     path::Path,
 };
 
-use auditor_common::{Counts, SYSCALL_COUNT, Site, Syscall};
+use auditor_common::{Counts, Evaluation, SYSCALL_COUNT, Site, Syscall};
 
 use super::{
     decode,
-    records::{Item, Record, Records, Start, Started, stitch},
+    records::{Item, NoEnd, Record, Records, Start, Started, stitch},
 };
 use crate::{
-    readiness::{self, Decided, Recorder},
+    readiness::{self, Decided, Recorder, Unit},
     tally::{Process, Tally},
 };
 
@@ -75,11 +75,12 @@ pub struct Replay {
     created_by: HashMap<u32, u32>,
     /// Calls replayed, per syscall (indexed by discriminant).
     calls: [u64; SYSCALL_COUNT],
-    /// (file, line, why) of the first lines that could not be parsed.
-    unparsed: Vec<(String, u64, String)>,
-    unparsed_count: u64,
-    /// Calls of followed syscalls whose arguments could not be decoded, per syscall.
-    undecoded: BTreeMap<String, u64>,
+    /// Lines that could not be parsed.
+    unparsed: Quoted,
+    /// Calls of followed syscalls that could not be decoded.
+    undecodable: Quoted,
+    /// Calls with no end in the log, counted from what their start shows.
+    no_end: Quoted,
     /// The log shows stacks (`-k`): each call's counts are kept apart until its frames
     /// name the code that made it.
     stacks: bool,
@@ -92,8 +93,8 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// Replays one call.
-    pub fn record(&mut self, record: &Record<&str>) {
+    /// Replays one call of log `file`.
+    fn record(&mut self, file: &str, record: &Record<&str>) {
         self.last_call = None;
         // Not a call any measured site depends on.
         let Some(syscall) = Syscall::from_name(record.name) else {
@@ -119,20 +120,38 @@ impl Replay {
             Syscall::EpollWait | Syscall::EpollPwait | Syscall::EpollPwait2 => {
                 decode::epoll_wait(record).map(|call| readiness::epoll::epoll_wait(recorder, &call))
             }
-            // close has one argument: the fd, perhaps with its path (-y).
-            Syscall::Close => decode::fd(record.args)
-                .zip(decode::kernel_return(record))
+            Syscall::Close => decode::close(record)
                 .map(|(fd, ret)| readiness::close::close(recorder, None, fd, ret)),
             // The fd-table sites: a log does not show the table (see `decides`).
             _ => return,
         };
-        match decoded {
-            Some(()) => self.calls[syscall as usize] += 1,
-            None => *self.undecoded.entry(record.name.to_string()).or_default() += 1,
+        self.calls[syscall as usize] += 1;
+        if let Err(why) = decoded {
+            // Counted where the call would be: unreadable at each site it reaches once.
+            for site in readiness::SITES {
+                if site.unit == Unit::Call
+                    && decides(site.site)
+                    && site.syscalls.contains(&record.name)
+                {
+                    recorder.record(site, Evaluation::Undecided, 1);
+                }
+            }
+            let why = format!("`{}`: {why}", record.name);
+            self.undecodable.add(file, record.line, why);
         }
         if let Some(call) = call {
             self.recorders.of(pid, comm).merge(&call);
             self.last_call = Some(call);
+        }
+    }
+
+    /// Replays a call the log shows no end of: counted from what its start shows.
+    fn unanswered(&mut self, file: &str, record: &Record<&str>, why: NoEnd) {
+        let undecodable = self.undecodable.count;
+        self.record(file, record);
+        if self.undecodable.count == undecodable && Syscall::from_name(record.name).is_some() {
+            self.no_end
+                .add(file, record.line, format!("`{}`: {why}", record.name));
         }
     }
 
@@ -179,10 +198,7 @@ impl Replay {
     }
 
     fn unparsed(&mut self, file: &str, line: u64, why: String) {
-        self.unparsed_count += 1;
-        if self.unparsed.len() < QUOTED {
-            self.unparsed.push((file.to_string(), line, why));
-        }
+        self.unparsed.add(file, line, why);
     }
 
     /// Replays a log; `file` names it in the notes, `file_pid` is the pid of a `-ff` file.
@@ -197,7 +213,8 @@ impl Replay {
         // Frames follow their call at once: anything else in between ends its stack.
         self.last_call = None;
         match item {
-            Item::Record(record) => self.record(&record),
+            Item::Record(record) => self.record(file, &record),
+            Item::Unanswered { record, why } => self.unanswered(file, &record, why),
             Item::Event { .. } | Item::Frame { .. } => {}
             Item::Unparsed { line, why } => self.unparsed(file, line, why),
             // Only chunks yield these; `ingest_file` stitches them.
@@ -254,6 +271,7 @@ impl Replay {
                         });
                         Ok(Part {
                             lines: records.lines(),
+                            opened: records.take_opened(),
                             started: records.take_started(),
                             resumed,
                             replay,
@@ -271,6 +289,17 @@ impl Replay {
         let mut offset = 0;
         for part in parts {
             let part = part?;
+            // A thread whose first line in this part is not a second half: what it left
+            // unfinished before never resumed.
+            for (pid, why) in part.opened {
+                if let Some(start) = started.remove(&pid) {
+                    let why = match why {
+                        NoEnd::NextCall(line) => NoEnd::NextCall(offset + line),
+                        why => why,
+                    };
+                    self.item(&name, start.unanswered(pid, why));
+                }
+            }
             for mut record in part.resumed {
                 match started.remove(&record.pid) {
                     // A stitched call is the start's, as when reading the log whole.
@@ -278,7 +307,7 @@ impl Replay {
                         record.args = stitch(&start.args, &record.args);
                         record.line = start.line;
                         record.comm = start.comm;
-                        self.record(&record.borrowed());
+                        self.record(&name, &record.borrowed());
                     }
                     _ => {
                         let why = format!("`{}` resumed without its start", record.name);
@@ -289,7 +318,10 @@ impl Replay {
             self.merge(part.replay, offset);
             for (pid, mut start) in part.started {
                 start.line += offset;
-                started.insert(pid, start);
+                let line = start.line;
+                if let Some(left) = started.insert(pid, start) {
+                    self.item(&name, left.unanswered(pid, NoEnd::NextCall(line)));
+                }
             }
             offset += part.lines;
         }
@@ -297,7 +329,7 @@ impl Replay {
         let mut left: Vec<_> = started.into_iter().collect();
         left.sort_by_key(|(_, start)| start.line);
         for (pid, start) in left {
-            self.record(&start.unanswered(pid));
+            self.item(&name, start.unanswered(pid, NoEnd::LogEnded));
         }
         Ok(())
     }
@@ -336,16 +368,10 @@ impl Replay {
         for (calls, other) in self.calls.iter_mut().zip(other.calls) {
             *calls += other;
         }
-        for (name, calls) in other.undecoded {
-            *self.undecoded.entry(name).or_default() += calls;
-        }
-        self.unparsed_count += other.unparsed_count;
         self.execs += other.execs;
-        for (file, line, why) in other.unparsed {
-            if self.unparsed.len() < QUOTED {
-                self.unparsed.push((file, offset + line, why));
-            }
-        }
+        self.unparsed.merge(other.unparsed, offset);
+        self.undecodable.merge(other.undecodable, offset);
+        self.no_end.merge(other.no_end, offset);
     }
 
     /// Successful `execve` calls replayed.
@@ -355,7 +381,7 @@ impl Replay {
 
     /// Lines or calls that could not be read.
     pub fn unreadable(&self) -> u64 {
-        self.unparsed_count + self.undecoded.values().sum::<u64>()
+        self.unparsed.count + self.undecodable.count
     }
 
     pub fn tally(&self) -> Tally {
@@ -387,35 +413,91 @@ impl Replay {
 
     pub fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
-        if self.unparsed_count > 0 {
-            notes.push(format!(
-                "{} lines are not strace output and were skipped: {}{}",
-                self.unparsed_count,
-                self.unparsed
-                    .iter()
-                    .map(|(file, line, why)| format!("{file}:{line}: {why}"))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                if self.unparsed_count > QUOTED as u64 {
-                    "; ..."
-                } else {
-                    ""
-                }
+        if self.unparsed.count > 0 {
+            notes.push(self.unparsed.note(
+                "line is not strace output and was skipped",
+                "lines are not strace output and were skipped",
             ));
         }
-        for (name, calls) in &self.undecoded {
-            notes.push(format!(
-                "{calls} {name} calls could not be decoded (arguments strace did not print) \\
-                 and are not counted."
+        if self.undecodable.count > 0 {
+            notes.push(self.undecodable.note(
+                "call could not be decoded and is counted as unreadable at each site it reaches \
+                 once per call (its per-entry and per-word sites are not counted)",
+                "calls could not be decoded and are counted as unreadable at each site they \
+                 reach once per call (their per-entry and per-word sites are not counted)",
+            ));
+        }
+        if self.no_end.count > 0 {
+            notes.push(self.no_end.note(
+                "call has no end in the log and is counted as waiting in the kernel: what only \
+                 its return shows (revents, ready fds) is unreadable",
+                "calls have no end in the log and are counted as waiting in the kernel: what \
+                 only their return shows (revents, ready fds) is unreadable",
             ));
         }
         notes
     }
 }
 
+/// Places in the logs (file:line, why) of one kind: all counted, the first few kept to
+/// quote in a note.
+#[derive(Default)]
+struct Quoted {
+    count: u64,
+    first: Vec<(String, u64, String)>,
+}
+
+impl Quoted {
+    fn add(&mut self, file: &str, line: u64, why: String) {
+        self.count += 1;
+        self.keep(file, line, why);
+    }
+
+    /// Keeps a place among the first, in reading order: parts of a file report theirs out
+    /// of order, and the earliest are quoted.
+    fn keep(&mut self, file: &str, line: u64, why: String) {
+        let at = self
+            .first
+            .iter()
+            .rposition(|(kept, kept_line, _)| kept != file || *kept_line <= line)
+            .map_or(0, |index| index + 1);
+        if at < QUOTED {
+            self.first.insert(at, (file.to_string(), line, why));
+            self.first.truncate(QUOTED);
+        }
+    }
+
+    /// Adds a part's places; its lines start `offset` lines into the file.
+    fn merge(&mut self, other: Quoted, offset: u64) {
+        self.count += other.count;
+        for (file, line, why) in other.first {
+            self.keep(&file, offset + line, why);
+        }
+    }
+
+    /// "1 line is ...: f:3: why" or "N lines are ...: f:3: why; f:9: why; ...".
+    fn note(&self, one: &str, many: &str) -> String {
+        let places: Vec<String> = self
+            .first
+            .iter()
+            .map(|(file, line, why)| format!("{file}:{line}: {why}"))
+            .collect();
+        let more = if self.count > self.first.len() as u64 {
+            "; ..."
+        } else {
+            ""
+        };
+        let what = if self.count == 1 { one } else { many };
+        format!("{} {what}: {}{more}", self.count, places.join("; "))
+    }
+}
+
 /// What one thread made of its part of a log.
 struct Part {
     lines: u64,
+    /// Threads whose first line in the part is not a call's second half, with why that ends
+    /// a call an earlier part left unfinished.
+    opened: Vec<(Option<u32>, NoEnd)>,
     /// Calls still unfinished at the part's end.
     started: Vec<Started>,
     /// Second halves of calls that started before the part.
@@ -498,8 +580,14 @@ mod tests {
         let notes = replay.notes().join("\n");
         assert!(notes.contains("bad.log:2: no syscall name"), "{notes}");
         assert!(
-            notes.contains("1 poll calls could not be decoded"),
+            notes.contains("1 call could not be decoded")
+                && notes.contains("bad.log:3: `poll`: it has no nfds argument"),
             "{notes}"
+        );
+        // Counted where it would be: unreadable once per call.
+        assert_eq!(
+            replay.tally().site_total(Site::PollNfdsOverRlimit),
+            Counts::new(0, 1, 1)
         );
         // The cut array: its 40 entries count as unreadable.
         assert_eq!(
@@ -665,7 +753,10 @@ mod chunks {
         let path = dir.path().join("interleaved.log");
         std::fs::write(&path, &log).unwrap();
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/python-asyncio.log");
-        for path in [path.as_path(), fixture.as_path()] {
+        // A log joined with itself (`cat a.log a.log`): the same pids again.
+        let joined = dir.path().join("joined.log");
+        std::fs::write(&joined, log.repeat(2)).unwrap();
+        for path in [path.as_path(), fixture.as_path(), joined.as_path()] {
             let expected = whole(path);
             for chunks in 1..=9 {
                 assert_eq!(
@@ -676,6 +767,106 @@ mod chunks {
                 );
             }
         }
+    }
+}
+
+/// What a log shows of calls that never ended, and of calls it cannot decode.
+#[cfg(test)]
+mod no_end {
+    use super::*;
+
+    fn replayed(log: &str) -> Replay {
+        let mut replay = Replay::default();
+        replay.ingest("t.log", log.as_bytes(), None);
+        replay
+    }
+
+    /// A task killed inside its waits (chromium at exit): a poll's entries were printed at
+    /// entry and scanned before it slept, so they count; what only the return shows
+    /// (revents, an epoll_wait's arguments) is unreadable, and each such call is named.
+    #[test]
+    fn waits_a_task_was_killed_in_count_what_their_start_shows() {
+        let log = "7 poll([{fd=-1}, {fd=3, events=POLLIN}], 2, -1 <unfinished ...>\n\
+                   8 epoll_wait(5,  <unfinished ...>\n\
+                   9 ppoll([{fd=4, events=POLLIN}], 1, NULL, NULL, 8 <unfinished ...>\n\
+                   7 <... poll resumed> <unfinished ...>) = ?\n\
+                   8 +++ killed by SIGKILL +++\n\
+                   9 +++ killed by SIGKILL +++\n\
+                   10 poll([{fd=-1}], 1, 0 <unfinished ...>\n\
+                   10 +++ killed by SIGKILL +++\n";
+        let replay = replayed(log);
+        let tally = replay.tally();
+        // The zero-timeout poll is not decoded: its entries are not counted.
+        assert_eq!(tally.site_total(Site::PollFdNegative), Counts::new(1, 2, 0));
+        assert_eq!(tally.site_total(Site::PollFdNotOpen), Counts::new(0, 0, 2));
+        assert_eq!(
+            tally.site_total(Site::PollNfdsOverRlimit),
+            Counts::new(0, 2, 1)
+        );
+        assert_eq!(tally.site_total(Site::EpollBadArgs), Counts::new(0, 0, 1));
+        assert_eq!(
+            tally.site_total(Site::EpollZeroTimeout),
+            Counts::new(0, 0, 1)
+        );
+        let notes = replay.notes().join("\n");
+        assert!(
+            notes.contains(
+                "2 calls have no end in the log and are counted as waiting in the kernel"
+            ) && notes.contains("t.log:1: `poll`: its task exited inside it")
+                && notes.contains("t.log:3: `ppoll`: its task exited inside it"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("t.log:2: `epoll_wait`: it did not return in the log, and strace prints its arguments after the epoll fd only at its return")
+                && notes.contains("t.log:7: `poll`: it did not return in the log, and its timeout let it not wait"),
+            "{notes}"
+        );
+        assert_eq!(replay.unreadable(), 2);
+    }
+
+    /// A call whose numbers contradict each other, or do not fit, is named with why.
+    #[test]
+    fn undecodable_calls_are_named_with_their_reason() {
+        let replay = replayed(
+            "poll([{fd=3, events=POLLIN}], 2, 0) = 0 (Timeout)\n\
+             poll([{fd=3, events=POLLIN}], 99999999999, 0) = -1 EINVAL (Invalid argument)\n\
+             select(5, [3], NULL, NULL, NULL) = 1 (in [3])\n",
+        );
+        let notes = replay.notes().join("\n");
+        assert!(
+            notes.contains("t.log:1: `poll`: its nfds is 2 but 1 pollfd entries are printed")
+                && notes
+                    .contains("t.log:2: `poll`: its nfds `99999999999` is not a number in range"),
+            "{notes}"
+        );
+        assert_eq!(replay.unreadable(), 2);
+        assert_eq!(
+            replay.tally().site_total(Site::PollZeroTimeout),
+            Counts::new(0, 0, 2)
+        );
+    }
+
+    /// Logs joined with `cat`: a call the first left unfinished never resumes in the
+    /// second, which gives its pid's lines again; the joined log reads as its parts do.
+    #[test]
+    fn joined_logs_read_as_their_parts() {
+        let log = "100 close(3) = 0\n\
+                   100 poll([{fd=-1}, {fd=4, events=POLLIN}], 2, 0) = 0 (Timeout)\n\
+                   101 poll([{fd=5, events=POLLIN}], 1, -1 <unfinished ...>\n\
+                   100 poll([{fd=-1}], 1, 50 <unfinished ...>\n";
+        let single = replayed(log);
+        let joined = replayed(&log.repeat(2));
+        assert_eq!(joined.unreadable(), 0, "{:?}", joined.notes());
+        for site in Site::ALL {
+            let mut twice = single.tally().site_total(site);
+            twice.add(&single.tally().site_total(site));
+            assert_eq!(joined.tally().site_total(site), twice, "{site:?}");
+        }
+        let notes = joined.notes().join("\n");
+        assert!(
+            notes.contains("t.log:4: `poll`: it never resumed (line 5 is its thread's next call)"),
+            "{notes}"
+        );
     }
 }
 

@@ -24,7 +24,7 @@ use super::replay::Replay;
 use crate::{
     Error,
     status::{self, Ending},
-    trace::{self, StopRequest},
+    trace,
 };
 
 /// The syscalls whose lines the strace source decodes, the clones that say which threads
@@ -47,8 +47,6 @@ pub enum Target {
 pub struct Outcome {
     /// How the started command ended (None for `-p`).
     pub command: Option<Ending>,
-    /// The signal that ended the session, if one did.
-    pub stopped_by: Option<i32>,
 }
 
 impl Outcome {
@@ -113,7 +111,7 @@ pub fn run(
     })?;
     let strace = Pid::from_raw(child.id() as i32);
     let finished = AtomicBool::new(false);
-    let stopped_by = std::thread::scope(|scope| -> Result<Option<StopRequest>, Error> {
+    let asked = std::thread::scope(|scope| -> Result<bool, Error> {
         let watcher = scope.spawn(|| watch(strace, target, duration, &finished));
         // Opening the read end waits for strace to open the write end; if strace fails
         // before that, nothing ever opens it: open without blocking, then wait for data.
@@ -122,11 +120,12 @@ pub fn run(
             replay.ingest("strace", reader, None);
         }
         finished.store(true, Ordering::SeqCst);
-        let stop = watcher.join().expect("the watcher does not panic");
-        reader.map(|_| stop)
+        let asked = watcher.join().expect("the watcher does not panic");
+        reader.map(|_| asked)
     })?;
+    // Taken, so that the next session starts afresh.
+    let stopped_by = trace::take_stop_request();
     let ending = Ending::from(child.wait()?);
-    let signalled = |ending: Ending, stop: Option<StopRequest>| matches!((ending, stop), (Ending::Killed { signal, .. }, Some(stop)) if signal == stop.signal);
     let outcome = match target {
         // strace passes on the command's status; it fails by itself only before the exec.
         Target::Command(argv) => {
@@ -141,22 +140,18 @@ pub fn run(
             }
             Outcome {
                 command: Some(ending),
-                stopped_by: stopped_by.map(|s| s.signal),
             }
         }
         // strace -p ends by itself only when its processes are gone, or on a failure.
         Target::Pids(pids) => {
-            if !ending.success() && !signalled(ending, stopped_by) {
+            if !ending.success() && !asked {
                 let shown: Vec<String> = pids.iter().map(u32::to_string).collect();
                 return Err(Error::Spawn {
                     command: format!("strace -p {}", shown.join(" -p ")),
                     why: format!("strace {ending}; its message is above"),
                 });
             }
-            Outcome {
-                command: None,
-                stopped_by: stopped_by.map(|s| s.signal),
-            }
+            Outcome { command: None }
         }
     };
     Ok(outcome)
@@ -164,49 +159,45 @@ pub fn run(
 
 /// Until the replay has `finished`: on a stop signal or at the end of `duration`, ends the
 /// session the way strace itself would be ended, and kills strace if it has not ended
-/// [`STOP_GRACE`] later. Returns the stop request, if one came.
-fn watch(
-    strace: Pid,
-    target: &Target,
-    duration: Option<Duration>,
-    finished: &AtomicBool,
-) -> Option<StopRequest> {
+/// [`STOP_GRACE`] later. Returns whether it asked the session to end.
+fn watch(strace: Pid, target: &Target, duration: Option<Duration>, finished: &AtomicBool) -> bool {
     let started = Instant::now();
-    let mut asked: Option<(Instant, Option<StopRequest>)> = None;
+    // When the session was asked to end, and the signal still to pass on.
+    let mut asked: Option<(Instant, Option<Signal>)> = None;
     while !finished.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
-        if let Some((at, _)) = asked {
-            if at.elapsed() >= STOP_GRACE {
-                let _ = nix::sys::signal::kill(strace, Signal::SIGKILL);
+        let Some((at, pending)) = &mut asked else {
+            let stop = trace::stop_requested();
+            let timed_out = duration.is_some_and(|d| started.elapsed() >= d);
+            if stop.is_some() || timed_out {
+                // From the terminal, the signal reached strace and the command already.
+                let pending = match stop {
+                    Some(stop) if stop.from_terminal => None,
+                    Some(stop) => Some(Signal::try_from(stop.signal).unwrap_or(Signal::SIGTERM)),
+                    None => Some(Signal::SIGTERM),
+                };
+                asked = Some((Instant::now(), pending));
             }
             continue;
-        }
-        let stop = trace::stop_requested();
-        let timed_out = duration.is_some_and(|d| started.elapsed() >= d);
-        if stop.is_none() && !timed_out {
-            continue;
-        }
-        asked = Some((Instant::now(), stop));
-        // From the terminal, the signal reached strace and the command already.
-        if stop.is_some_and(|s| s.from_terminal) {
-            continue;
-        }
-        let signal = stop
-            .and_then(|s| Signal::try_from(s.signal).ok())
-            .unwrap_or(Signal::SIGTERM);
-        match target {
-            Target::Command(_) => {
-                for pid in children(strace) {
-                    let _ = nix::sys::signal::kill(pid, signal);
-                }
+        };
+        if let Some(signal) = *pending {
+            // A command strace has not started yet gets it once it is there.
+            let receivers = match target {
+                Target::Command(_) => children(strace),
+                Target::Pids(_) => vec![strace],
+            };
+            for pid in &receivers {
+                let _ = nix::sys::signal::kill(*pid, signal);
             }
-            Target::Pids(_) => {
-                let _ = nix::sys::signal::kill(strace, signal);
+            if !receivers.is_empty() {
+                *pending = None;
             }
+        }
+        if at.elapsed() >= STOP_GRACE {
+            let _ = nix::sys::signal::kill(strace, Signal::SIGKILL);
         }
     }
-    // Taken, so that the next session starts afresh.
-    asked.and_then(|_| trace::take_stop_request())
+    asked.is_some()
 }
 
 /// The processes strace started (its command), from `/proc/PID/task/PID/children`.
