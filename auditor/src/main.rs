@@ -77,7 +77,8 @@ struct StraceArgs {
 
 #[derive(clap::Args)]
 struct IngestArgs {
-    /// strace output files.
+    /// strace output files; `-` reads standard input (pipes and FIFOs are read as they
+    /// come).
     #[arg(required = true, value_name = "LOG")]
     logs: Vec<std::path::PathBuf>,
     #[command(flatten)]
@@ -281,7 +282,7 @@ fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
     use auditor::source::strace::replay::Replay;
     let started = std::time::Instant::now();
     let mut replay = Replay::default();
-    replay.ingest_logs(&args.logs).context("reading the logs")?;
+    replay.ingest_logs(&args.logs);
     let names: Vec<String> = args.logs.iter().map(|p| p.display().to_string()).collect();
     let target = format!("strace log {}", names.join(" "));
     report_replay(&replay, target, started, &args.output, status::SUCCESS)

@@ -182,3 +182,101 @@ fn auditor_strace_attaches_to_a_pid() {
         assert_eq!(json_counts(&report, id), expected[0].site(site), "{id}");
     }
 }
+
+/// `auditor ingest ARGS` with `stdin`: its exit status and JSON report.
+fn ingest_json(
+    args: &[&std::ffi::OsStr],
+    stdin: std::process::Stdio,
+) -> (Option<i32>, serde_json::Value) {
+    let output = Command::new(AUDITOR)
+        .args(["ingest", "--format", "json"])
+        .args(args)
+        .stdin(stdin)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&output.stderr));
+    });
+    (output.status.code(), report)
+}
+
+/// What two reports counted: calls and sites.
+fn counted(report: &serde_json::Value) -> (serde_json::Value, serde_json::Value) {
+    (report["calls"].clone(), report["sites"].clone())
+}
+
+/// Standard input (`-`, `/dev/stdin`), a pipe and a FIFO are read to their end, as the
+/// file is.
+#[test]
+fn logs_from_stdin_pipes_and_fifos_are_read_whole() {
+    use std::process::Stdio;
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/http-server-curl.log");
+    let (code, from_file) = ingest_json(&[fixture.as_os_str()], Stdio::null());
+    assert_eq!(code, Some(0));
+    assert!(from_file["calls"]["poll"].as_u64().unwrap() > 0);
+    let file = || Stdio::from(std::fs::File::open(&fixture).unwrap());
+    for name in ["-", "/dev/stdin"] {
+        let (code, report) = ingest_json(&[name.as_ref()], file());
+        assert_eq!(code, Some(0), "{name}");
+        assert_eq!(counted(&report), counted(&from_file), "{name}");
+    }
+    // A pipe, written while it is read.
+    let mut cat = Command::new("cat")
+        .arg(&fixture)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pipe = Stdio::from(cat.stdout.take().unwrap());
+    let (code, report) = ingest_json(&["/dev/stdin".as_ref()], pipe);
+    assert!(cat.wait().unwrap().success());
+    assert_eq!(code, Some(0));
+    assert_eq!(counted(&report), counted(&from_file), "a pipe");
+    // A FIFO, its writer blocked until the auditor opens it.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("log.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let writer = {
+        let (fifo, fixture) = (fifo.clone(), fixture.clone());
+        std::thread::spawn(move || std::fs::write(fifo, std::fs::read(fixture).unwrap()))
+    };
+    let (code, report) = ingest_json(&[fifo.as_os_str()], Stdio::null());
+    writer.join().unwrap().unwrap();
+    assert_eq!(code, Some(0));
+    assert_eq!(counted(&report), counted(&from_file), "a FIFO");
+}
+
+/// A log that cannot be read is named with why; the others still count.
+#[test]
+fn a_file_that_cannot_be_read_is_named_and_the_rest_is_counted() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ssh.log");
+    let (_, alone) = ingest_json(&[fixture.as_os_str()], std::process::Stdio::null());
+    let (code, report) = ingest_json(
+        &[
+            "/nonexistent/a.log".as_ref(),
+            fixture.as_os_str(),
+            "/".as_ref(),
+        ],
+        std::process::Stdio::null(),
+    );
+    assert_eq!(code, Some(auditor::status::PARTLY_UNREADABLE.into()));
+    assert_eq!(counted(&report), counted(&alone));
+    let notes: Vec<&str> = report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.contains(
+            &"/nonexistent/a.log could not be read (No such file or directory (os error 2)): nothing of it is counted."
+        ),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("/:1: read error: Is a directory")),
+        "{notes:?}"
+    );
+}

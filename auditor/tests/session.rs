@@ -189,16 +189,8 @@ fn signalled(
         .spawn()
         .unwrap();
     std::thread::sleep(delay);
-    let sent = Instant::now();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
-    let output = child.wait_with_output().unwrap();
-    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no report after {signal} at {delay:?} ({e}); stderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    (output.status.code(), report, sent.elapsed())
+    common::ended(child)
 }
 
 /// SIGINT or SIGTERM sent to the auditor alone, at any moment of a session (while the probe

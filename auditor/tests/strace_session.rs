@@ -25,19 +25,6 @@ fn auditor(args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Waits for `child` to end: its exit status, JSON report and how long it took.
-fn ended(child: Child) -> (Option<i32>, serde_json::Value, Duration) {
-    let started = Instant::now();
-    let output = child.wait_with_output().unwrap();
-    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no report ({e}); stderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    (output.status.code(), report, started.elapsed())
-}
-
 /// A process for strace to attach to, and the poll loop it runs.
 fn sleeper() -> Child {
     Command::new(common::WORKLOAD)
@@ -58,7 +45,7 @@ fn a_signal_to_the_auditor_alone_ends_the_command_and_the_session() {
     ]);
     std::thread::sleep(Duration::from_millis(800));
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
-    let (code, report, took) = ended(child);
+    let (code, report, took) = common::ended(child);
     // The command got SIGTERM, strace said so, and the auditor passes it on.
     assert_eq!(code, Some(128 + libc::SIGTERM));
     assert!(took < Duration::from_secs(20), "{took:?}");
@@ -81,7 +68,7 @@ fn a_signal_to_the_auditor_alone_detaches_from_pids_and_reports() {
     common::wait_until_traced(pid);
     std::thread::sleep(Duration::from_millis(300));
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
-    let (code, report, took) = ended(child);
+    let (code, report, took) = common::ended(child);
     assert_eq!(code, Some(0), "{report}");
     assert!(took < Duration::from_secs(20), "{took:?}");
     assert!(report["calls"]["poll"].as_u64().unwrap() > 0, "{report}");
@@ -109,7 +96,7 @@ fn a_duration_ends_an_strace_session() {
         "-p",
         &pid,
     ]);
-    let (code, report, _) = ended(child);
+    let (code, report, _) = common::ended(child);
     assert_eq!(code, Some(0), "{report}");
     assert!(started.elapsed() >= Duration::from_millis(700));
     assert!(report["calls"]["poll"].as_u64().unwrap() > 0, "{report}");

@@ -201,3 +201,17 @@ pub fn wait_until_traced(pid: u32) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// Waits for `child` (an auditor with `--format json`) to end: its exit status, JSON report
+/// and how long it took to end.
+pub fn ended(child: std::process::Child) -> (Option<i32>, serde_json::Value, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let output = child.wait_with_output().unwrap();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no report ({e}); stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.code(), report, started.elapsed())
+}

@@ -81,6 +81,8 @@ pub struct Replay {
     undecodable: Quoted,
     /// Calls with no end in the log, counted from what their start shows.
     no_end: Quoted,
+    /// Files that could not be read at all, with why.
+    unreadable_files: Vec<(String, String)>,
     /// The log shows stacks (`-k`): each call's counts are kept apart until its frames
     /// name the code that made it.
     stacks: bool,
@@ -334,24 +336,39 @@ impl Replay {
         Ok(())
     }
 
-    /// Replays log files (`-ff` files get their pid from their name), parsing large ones
-    /// in parts, one per core, unless they hold stacks (`-k`): those are read whole, so
-    /// that every stack stays with its call.
-    pub fn ingest_logs(&mut self, paths: &[std::path::PathBuf]) -> std::io::Result<()> {
-        const WHOLE_BELOW: u64 = 16 << 20;
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    /// Replays log files (`-ff` files get their pid from their name; `-` is standard
+    /// input). Large regular files are parsed in parts, one per core, unless they hold
+    /// stacks (`-k`): those are read whole, so that every stack stays with its call.
+    /// Anything else (a pipe, a FIFO, `/dev/stdin`, process substitution) is streamed to
+    /// its end. A file that cannot be read is named in the notes, and the rest is read.
+    pub fn ingest_logs(&mut self, paths: &[std::path::PathBuf]) {
         for path in paths {
-            let size = std::fs::metadata(path)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?
-                .len();
-            let chunks = if size < WHOLE_BELOW || has_stacks(path)? {
-                1
-            } else {
-                cores
-            };
-            self.ingest_file(path, file_pid(path), chunks)?;
+            if path.as_os_str() == "-" {
+                self.ingest("stdin", std::io::stdin().lock(), None);
+                continue;
+            }
+            let name = path.display().to_string();
+            if let Err(error) = self.ingest_path(path, &name) {
+                self.unreadable_files.push((name, error.to_string()));
+            }
         }
-        Ok(())
+    }
+
+    fn ingest_path(&mut self, path: &Path, name: &str) -> std::io::Result<()> {
+        const WHOLE_BELOW: u64 = 16 << 20;
+        let mut file = std::fs::File::open(path)?;
+        let metadata = file.metadata()?;
+        if metadata.is_file() && metadata.len() >= WHOLE_BELOW && !has_stacks(&mut file)? {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            self.ingest_file(path, file_pid(path), cores)
+        } else {
+            use std::io::Seek;
+            if metadata.is_file() {
+                file.rewind()?;
+            }
+            self.ingest(name, file, file_pid(path));
+            Ok(())
+        }
     }
 
     /// Adds another replay's counts; its line numbers start `offset` lines into the file.
@@ -381,7 +398,7 @@ impl Replay {
 
     /// Lines or calls that could not be read.
     pub fn unreadable(&self) -> u64 {
-        self.unparsed.count + self.undecodable.count
+        self.unparsed.count + self.undecodable.count + self.unreadable_files.len() as u64
     }
 
     pub fn tally(&self) -> Tally {
@@ -412,7 +429,13 @@ impl Replay {
     }
 
     pub fn notes(&self) -> Vec<String> {
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = self
+            .unreadable_files
+            .iter()
+            .map(|(file, why)| {
+                format!("{file} could not be read ({why}): nothing of it is counted.")
+            })
+            .collect();
         if self.unparsed.count > 0 {
             notes.push(self.unparsed.note(
                 "line is not strace output and was skipped",
@@ -506,11 +529,9 @@ struct Part {
 }
 
 /// Whether a log was made with `strace -k`: a stack frame line in its first MiB.
-fn has_stacks(path: &Path) -> std::io::Result<bool> {
+fn has_stacks(file: &mut std::fs::File) -> std::io::Result<bool> {
     let mut head = Vec::new();
-    std::fs::File::open(path)?
-        .take(1 << 20)
-        .read_to_end(&mut head)?;
+    file.take(1 << 20).read_to_end(&mut head)?;
     Ok(memchr::memmem::find(&head, b"\n > ").is_some())
 }
 
