@@ -686,8 +686,9 @@ mod tests {
         let (with, without) = (dir.path().join("k.log"), dir.path().join("plain.log"));
         std::fs::write(&with, "close(3) = 0\n > /usr/bin/app(main+0x1) [0x1]\n").unwrap();
         std::fs::write(&without, "close(3) = 0\nclose(4) = 0\n").unwrap();
-        assert!(has_stacks(&with).unwrap());
-        assert!(!has_stacks(&without).unwrap());
+        let open = |path: &Path| std::fs::File::open(path).unwrap();
+        assert!(has_stacks(&mut open(&with)).unwrap());
+        assert!(!has_stacks(&mut open(&without)).unwrap());
     }
 
     /// strace names threads by their own ids; the probe counts per process. Real lines
