@@ -36,6 +36,12 @@ pub enum Error {
         mount = tracefs::MOUNT_POINT
     )]
     Tracefs(String),
+    #[error(
+        "tracefs is mounted at {mount}, but this user cannot read it ({0}). Tracepoints attach \
+         through it: run as root, or make it readable (e.g. remount it with `-o mode=0755`).",
+        mount = tracefs::MOUNT_POINT
+    )]
+    TracefsUnreadable(String),
     #[error("cannot read the tracepoint layout {path}: {why}")]
     TraceFormat { path: String, why: String },
     #[error(

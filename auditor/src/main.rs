@@ -363,8 +363,14 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("30sec"), Ok(Duration::from_secs(30)));
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("soon").is_err());
+        // Out of range: an error, not a panic.
+        for text in ["2e19", "1e400", "99999999999999999999s", "400days", "NaN"] {
+            assert!(parse_duration(text).is_err(), "{text}");
+        }
     }
 
     #[test]

@@ -7,10 +7,15 @@ use crate::Error;
 
 pub const MOUNT_POINT: &str = "/sys/kernel/tracing";
 
-/// Mounts tracefs at its usual place when it is not there.
+/// Mounts tracefs at its usual place when it is not there; fails with
+/// [`Error::TracefsUnreadable`] when it is there but this user cannot read it.
 pub fn ensure_mounted() -> Result<(), Error> {
-    if Path::new(MOUNT_POINT).join("events").is_dir() {
-        return Ok(());
+    match std::fs::metadata(Path::new(MOUNT_POINT).join("events")) {
+        Ok(events) if events.is_dir() => return Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(Error::TracefsUnreadable(error.to_string()));
+        }
+        _ => {}
     }
     nix::mount::mount(
         Some("tracefs"),

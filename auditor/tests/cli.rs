@@ -176,3 +176,26 @@ fn sites_compares_a_kernel_tree() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("is not a kernel source tree"));
 }
+
+#[test]
+fn more_names_than_the_probe_holds_are_refused_with_the_limit() {
+    let mut command = Command::new(AUDITOR);
+    command.arg("trace");
+    for n in 0..40 {
+        command.args([
+            "--comm",
+            &format!("p{n}"),
+            "--thread-comm",
+            &format!("t{n}"),
+        ]);
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "80 process names given (--comm and --thread-comm together); the probe holds at most 64"
+        ),
+        "{stderr}"
+    );
+}

@@ -280,3 +280,40 @@ fn a_file_that_cannot_be_read_is_named_and_the_rest_is_counted() {
         "{notes:?}"
     );
 }
+
+/// Process names come from the traced programs: control characters reach no terminal,
+/// and a `|` does not split a Markdown cell.
+#[test]
+fn names_from_traced_programs_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("names.log");
+    std::fs::write(
+        &log,
+        "100<evil\u{1b}]0;pwned\u{7}> poll([{fd=-1}], 1, 0) = 0 (Timeout)\n\
+         101<a|b> poll([{fd=-1}], 1, 0) = 0 (Timeout)\n",
+    )
+    .unwrap();
+    for format in ["table", "markdown"] {
+        let output = Command::new(AUDITOR)
+            .args(["ingest", "--per-process", "--format", format])
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            !text.contains(['\u{1b}', '\u{7}']),
+            "{format}: a control character came through:\n{text:?}"
+        );
+        assert!(
+            text.contains("evil\\u{1b}]0;pwned\\u{7}"),
+            "{format}:\n{text}"
+        );
+        let names = if format == "markdown" { "a\\|b" } else { "a|b" };
+        assert!(
+            text.lines()
+                .any(|line| line.contains(names) && line.contains("poll.fd_negative")),
+            "{format}:\n{text}"
+        );
+    }
+}

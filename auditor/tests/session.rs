@@ -268,3 +268,27 @@ fn the_auditor_exits_with_the_commands_status() {
         let _: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     }
 }
+
+/// A user with the probe's capabilities but not root: tracefs is mounted, and the error
+/// says it cannot be read (not that it is missing).
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn a_tracefs_this_user_cannot_read_is_named_as_such() {
+    require_privileges();
+    let output = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args([
+            "--inh-caps=+bpf,+perfmon",
+            "--ambient-caps=+bpf,+perfmon",
+            AUDITOR,
+        ])
+        .args(["trace", "--workload", "select:1:-1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("tracefs is mounted at /sys/kernel/tracing, but this user cannot read it"),
+        "{stderr}"
+    );
+}

@@ -381,17 +381,17 @@ fn tally_notes(tally: &Tally) -> (Vec<String>, Vec<String>) {
     let leading = std::mem::take(&mut notes);
     if tally.missed_probe_runs() > 0 {
         notes.push(format!(
-            "The kernel skipped {} runs of the probe (another BPF program was running on the \
-             same CPU): up to that many calls are missing from the counts.",
-            tally.missed_probe_runs()
+            "The kernel skipped {} of the probe (another BPF program was running on the same \
+             CPU): up to that many calls are missing from the counts.",
+            counted(tally.missed_probe_runs(), "run", "runs")
         ));
     }
     for (site, counts) in tally.unattributed() {
         notes.push(format!(
-            "{}: {} evaluations are in the totals but not attributed to a process (the \
-             per-process table was full).",
+            "{}: {} in the totals but not attributed to a process (the per-process table was \
+             full).",
             readiness::info(site).id,
-            counts.total()
+            counted(counts.total(), "evaluation is", "evaluations are")
         ));
     }
     (leading, notes)
@@ -422,9 +422,19 @@ fn site_notes(sites: &[SiteReport]) -> Vec<String> {
         .filter(|s| s.measured && s.counts.unreadable > 0)
     {
         notes.push(format!(
-            "{}: {} evaluations could not be decided (memory the source could not read, or a \
-             return value that does not tell); verdict bounds count them both ways.",
-            site.info.id, site.counts.unreadable
+            "{}: {} not be decided (memory the source could not read, or a return value that \
+             does not tell); verdict bounds count {} both ways.",
+            site.info.id,
+            counted(
+                site.counts.unreadable,
+                "evaluation could",
+                "evaluations could"
+            ),
+            if site.counts.unreadable == 1 {
+                "it"
+            } else {
+                "them"
+            }
         ));
     }
     notes
@@ -483,6 +493,11 @@ fn first_few(mut items: impl Iterator<Item = (String, u64)>, one: &str, many: &s
     text.join(", ")
 }
 
+/// `1 evaluation is` or `2 evaluations are`: `n` with the words for one or for many.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `12.34%`, with tiny non-zero shares shown as such rather than as 0.00%.
 pub fn percent(share: f64) -> String {
     if share > 0.0 && share < 0.0001 {
@@ -525,6 +540,13 @@ mod tests {
                 .unwrap_err()
                 .contains("not a hint")
         );
+    }
+
+    #[test]
+    fn counts_read_as_english() {
+        assert_eq!(counted(1, "line is", "lines are"), "1 line is");
+        assert_eq!(counted(0, "line is", "lines are"), "0 lines are");
+        assert_eq!(counted(2, "evaluation", "evaluations"), "2 evaluations");
     }
 
     #[test]

@@ -510,8 +510,8 @@ impl Quoted {
         } else {
             ""
         };
-        let what = if self.count == 1 { one } else { many };
-        format!("{} {what}: {}{more}", self.count, places.join("; "))
+        let what = crate::report::counted(self.count, one, many);
+        format!("{what}: {}{more}", places.join("; "))
     }
 }
 
