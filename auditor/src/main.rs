@@ -10,9 +10,19 @@ use auditor::{
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// Exit statuses, for `--help`; the README has the same table.
+const EXIT_STATUSES: &str = "\
+Exit status:
+  the command's  a command was started: its exit code, or 128 + N when signal N ended it
+  0              the report was printed and everything was read
+  1              the auditor could not do what was asked (the message says why)
+  2              the command line was wrong
+  3              the report was printed, but part of the strace input could not be read
+  128 + N        signal N stopped the session before anything was counted";
+
 /// Checks kernel likely()/unlikely() hints against what real programs do.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version, about, after_help = EXIT_STATUSES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -23,17 +33,21 @@ enum Command {
     /// Count catalogued kernel branches with the eBPF probe (needs root) and judge each hint.
     ///
     /// With no target, runs the bundled default workload.
+    #[command(after_help = EXIT_STATUSES)]
     Trace(TraceArgs),
     /// List the catalogue of branch sites: where each is, its hint, what it counts.
     Sites(SitesArgs),
     /// Count by running strace on a command or processes: no privileges needed.
     ///
     /// Runs `strace -f -Y -qq -v -s 65536 -e trace=<the decoded syscalls>` with LANG=C and
-    /// reads its output as it comes. Exits with 2 when part of it could not be read.
+    /// reads its output as it comes. Exits with the command's status, or 3 when part of
+    /// strace's output could not be read.
+    #[command(after_help = EXIT_STATUSES)]
     Strace(StraceArgs),
     /// Count from strace logs (`strace -f -o LOG CMD`; `-ff` files too), no privileges needed.
     ///
-    /// Exits with 2 when part of a log could not be read (the report says which lines).
+    /// Exits with 3 when part of a log could not be read (the report says which lines).
+    #[command(after_help = EXIT_STATUSES)]
     Ingest(IngestArgs),
 }
 
