@@ -192,7 +192,8 @@ impl HeldChild {
         let (error_read, error_write) =
             pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
         // SAFETY: the auditor has no other threads yet; the child only makes
-        // async-signal-safe calls (close, read, sigaction, execvp, write, _exit).
+        // async-signal-safe calls (close, read, signal, raise, execvp, write, _exit) and
+        // loads an atomic.
         match unsafe { fork() }.map_err(std::io::Error::from)? {
             ForkResult::Child => {
                 drop(go_write);
@@ -210,6 +211,16 @@ impl HeldChild {
                     }
                     // Rust ignores SIGPIPE; the command should get the default.
                     libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                    // A stop signal that reached this child before its exec (the session
+                    // passes one on at once) ends it as it would have ended the command.
+                    // Released, so it came after the fork: one before it interrupts the
+                    // probe's loading, and the child is never released.
+                    libc::signal(libc::SIGINT, libc::SIG_DFL);
+                    libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                    let pending = STOP_SIGNAL.load(Ordering::SeqCst);
+                    if pending != 0 {
+                        libc::raise(pending);
+                    }
                     libc::execvp(pointers[0], pointers.as_ptr());
                     let errno = *libc::__errno_location();
                     libc::write(error_write.as_raw_fd(), (&raw const errno).cast(), 4);
