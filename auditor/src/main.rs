@@ -67,6 +67,33 @@ struct OutputArgs {
     /// Also show counts per process (pid, command name).
     #[arg(long)]
     per_process: bool,
+    /// Write the report to FILE (created before the session starts). Without it, the
+    /// report goes to stderr when a command is started (its output keeps stdout), else
+    /// to stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<std::path::PathBuf>,
+}
+
+/// Where a report goes: never the stream a started command writes to.
+enum Destination {
+    File(std::path::PathBuf, std::fs::File),
+    Stdout,
+    Stderr,
+}
+
+impl OutputArgs {
+    /// Opens `-o FILE` now, so that a bad path fails before the session, not after it.
+    fn destination(&self, starts_command: bool) -> anyhow::Result<Destination> {
+        Ok(match &self.output {
+            Some(path) => {
+                let file = std::fs::File::create(path)
+                    .with_context(|| format!("cannot create the report file {}", path.display()))?;
+                Destination::File(path.clone(), file)
+            }
+            None if starts_command => Destination::Stderr,
+            None => Destination::Stdout,
+        })
+    }
 }
 
 #[derive(clap::Args)]
@@ -217,15 +244,9 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         Target::Workload(_) => Some("the workload".into()),
         _ => None,
     };
+    let destination = args.output.destination(command.is_some())?;
     let session = trace::trace(&options)?;
-    if let (Some(command), Some(ending)) = (command, session.command_status)
-        && !ending.success()
-    {
-        eprintln!(
-            "auditor: {} {ending}",
-            auditor::report::escape_text(&command)
-        );
-    }
+    say_how_it_ended(command, session.command_status);
     let code = session.exit_code();
     let report = Report::new(
         "ebpf",
@@ -236,18 +257,38 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         |_| true,
     )
     .with_notes(session.notes);
-    print_report(report, &args.output)?;
+    print_report(report, &args.output, destination)?;
     Ok(ExitCode::from(code))
 }
 
-/// Writes `report` as `output` asks.
-fn print_report(report: Report, output: &OutputArgs) -> anyhow::Result<()> {
+/// Says on stderr how a started command ended, unless it exited 0.
+fn say_how_it_ended(command: Option<String>, ending: Option<status::Ending>) {
+    if let (Some(command), Some(ending)) = (command, ending)
+        && !ending.success()
+    {
+        eprintln!(
+            "auditor: {} {ending}",
+            auditor::report::escape_text(&command)
+        );
+    }
+}
+
+/// Writes `report` as `output` asks, to `destination`.
+fn print_report(
+    report: Report,
+    output: &OutputArgs,
+    destination: Destination,
+) -> anyhow::Result<()> {
     let report = report.with_proposals(&output.propose).only(&output.sites);
-    let mut stdout = std::io::stdout().lock();
+    let (mut out, name): (Box<dyn Write>, String) = match destination {
+        Destination::File(path, file) => (Box::new(file), path.display().to_string()),
+        Destination::Stdout => (Box::new(std::io::stdout().lock()), "stdout".into()),
+        Destination::Stderr => (Box::new(std::io::stderr().lock()), "stderr".into()),
+    };
     report
-        .render(output.format.into(), output.per_process, &mut stdout)
-        .and_then(|()| stdout.flush())
-        .context("writing the report")
+        .render(output.format.into(), output.per_process, &mut out)
+        .and_then(|()| out.flush())
+        .with_context(|| format!("writing the report to {name}"))
 }
 
 fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
@@ -271,7 +312,7 @@ fn report_replay(
     replay: &auditor::source::strace::replay::Replay,
     target: String,
     started: std::time::Instant,
-    output: &OutputArgs,
+    (output, destination): (&OutputArgs, Destination),
     code: u8,
 ) -> anyhow::Result<ExitCode> {
     let report = Report::new(
@@ -282,7 +323,7 @@ fn report_replay(
         auditor::source::strace::replay::decides,
     )
     .with_notes(replay.notes());
-    print_report(report, output)?;
+    print_report(report, output, destination)?;
     Ok(ExitCode::from(
         if code == status::SUCCESS && replay.unreadable() > 0 {
             status::PARTLY_UNREADABLE
@@ -294,12 +335,14 @@ fn report_replay(
 
 fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
     use auditor::source::strace::replay::Replay;
+    let destination = args.output.destination(false)?;
     let started = std::time::Instant::now();
     let mut replay = Replay::default();
     replay.ingest_logs(&args.logs);
     let names: Vec<String> = args.logs.iter().map(|p| p.display().to_string()).collect();
     let target = format!("strace log {}", names.join(" "));
-    report_replay(&replay, target, started, &args.output, status::SUCCESS)
+    let output = (&args.output, destination);
+    report_replay(&replay, target, started, output, status::SUCCESS)
 }
 
 fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
@@ -321,18 +364,13 @@ fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
         run::Target::Command(argv) => argv.first().map(|a| a.to_string_lossy().into_owned()),
         run::Target::Pids(_) => None,
     };
+    let destination = args.output.destination(command.is_some())?;
     let started = std::time::Instant::now();
     let mut replay = Replay::default();
     let outcome = run::run(&target, args.stacks, args.duration, &mut replay)?;
-    if let (Some(command), Some(ending)) = (command, outcome.command)
-        && !ending.success()
-    {
-        eprintln!(
-            "auditor: {} {ending}",
-            auditor::report::escape_text(&command)
-        );
-    }
-    report_replay(&replay, description, started, &args.output, outcome.code())
+    say_how_it_ended(command, outcome.command);
+    let output = (&args.output, destination);
+    report_replay(&replay, description, started, output, outcome.code())
 }
 
 fn main() -> ExitCode {

@@ -55,7 +55,9 @@ fn table_report_of_the_default_workload() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let text = String::from_utf8(output.stdout).unwrap();
+    // The workload is a started command: the report is on stderr, stdout is its own.
+    assert!(output.stdout.is_empty());
+    let text = String::from_utf8(output.stderr).unwrap();
     let row = |id: &str| -> Vec<String> {
         let line = text
             .lines()

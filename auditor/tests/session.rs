@@ -6,7 +6,7 @@
 mod common;
 
 use std::{
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -182,15 +182,11 @@ fn signalled(
     signal: nix::sys::signal::Signal,
     delay: Duration,
 ) -> (Option<i32>, serde_json::Value, Duration) {
-    let child = Command::new(AUDITOR)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let started = common::start(args);
     std::thread::sleep(delay);
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
-    common::ended(child)
+    let pid = nix::unistd::Pid::from_raw(started.child.id() as i32);
+    nix::sys::signal::kill(pid, signal).unwrap();
+    common::ended(started)
 }
 
 /// SIGINT or SIGTERM sent to the auditor alone, at any moment of a session (while the probe
@@ -265,7 +261,10 @@ fn the_auditor_exits_with_the_commands_status() {
             words.is_none_or(|words| stderr.contains(words)),
             "{script}: {stderr}"
         );
-        let _: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        // The report is on stderr, after the words; the command's output keeps stdout.
+        assert!(output.stdout.is_empty());
+        let report = &stderr[stderr.find('{').unwrap()..];
+        let _: serde_json::Value = serde_json::from_str(report).unwrap();
     }
 }
 

@@ -5,7 +5,7 @@
 mod common;
 
 use std::{
-    process::{Child, Command, Stdio},
+    process::{Child, Command},
     time::{Duration, Instant},
 };
 
@@ -15,15 +15,6 @@ use nix::{
 };
 
 const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
-
-fn auditor(args: &[&str]) -> Child {
-    Command::new(AUDITOR)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
 
 /// A process for strace to attach to, and the poll loop it runs.
 fn sleeper() -> Child {
@@ -35,7 +26,7 @@ fn sleeper() -> Child {
 
 #[test]
 fn a_signal_to_the_auditor_alone_ends_the_command_and_the_session() {
-    let child = auditor(&[
+    let child = common::start(&[
         "strace",
         "--format",
         "json",
@@ -44,7 +35,7 @@ fn a_signal_to_the_auditor_alone_ends_the_command_and_the_session() {
         "poll:100000:1:1:0:10",
     ]);
     std::thread::sleep(Duration::from_millis(800));
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    kill(Pid::from_raw(child.child.id() as i32), Signal::SIGTERM).unwrap();
     let (code, report, took) = common::ended(child);
     // The command got SIGTERM, strace said so, and the auditor passes it on.
     assert_eq!(code, Some(128 + libc::SIGTERM));
@@ -64,10 +55,10 @@ fn a_signal_to_the_auditor_alone_detaches_from_pids_and_reports() {
     common::require_privileges();
     let mut target = sleeper();
     let pid = target.id();
-    let child = auditor(&["strace", "--format", "json", "-p", &pid.to_string()]);
+    let child = common::start(&["strace", "--format", "json", "-p", &pid.to_string()]);
     common::wait_until_traced(pid);
     std::thread::sleep(Duration::from_millis(300));
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    kill(Pid::from_raw(child.child.id() as i32), Signal::SIGINT).unwrap();
     let (code, report, took) = common::ended(child);
     assert_eq!(code, Some(0), "{report}");
     assert!(took < Duration::from_secs(20), "{took:?}");
@@ -87,7 +78,7 @@ fn a_duration_ends_an_strace_session() {
     let mut target = sleeper();
     let pid = target.id().to_string();
     let started = Instant::now();
-    let child = auditor(&[
+    let child = common::start(&[
         "strace",
         "--format",
         "json",
@@ -139,4 +130,49 @@ fn exit_statuses_say_whether_strace_ran_the_command() {
     // A usage error has clap's status, which no report shares.
     let (code, _) = run(&["strace", "--no-such-option"]);
     assert_eq!(code, Some(i32::from(auditor::status::USAGE)));
+}
+
+/// The report never shares a stream with the traced command's output: stderr when a
+/// command is started, the file with `-o`.
+#[test]
+fn the_report_does_not_share_the_commands_stdout() {
+    let script = ["--", "sh", "-c", "echo from-the-command"];
+    let output = Command::new(AUDITOR)
+        .args(["strace", "--format", "json"])
+        .args(script)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(output.stdout, b"from-the-command\n");
+    let report: serde_json::Value = serde_json::from_slice(&output.stderr).unwrap();
+    assert_eq!(report["version"], 1);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.json");
+    let output = Command::new(AUDITOR)
+        .args(["strace", "--format", "json", "-o"])
+        .arg(&file)
+        .args(script)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(output.stdout, b"from-the-command\n");
+    assert!(
+        output.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let _: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    // A path that cannot be created fails before anything runs.
+    let output = Command::new(AUDITOR)
+        .args(["strace", "-o", "/nonexistent/dir/report.json"])
+        .args(script)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty(), "the command ran");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot create the report file /nonexistent/dir/report.json"),
+        "{stderr}"
+    );
 }

@@ -122,13 +122,12 @@ fn record_all(auditor: &Path, root: &Path) -> anyhow::Result<()> {
     let dir = root.join("fixtures");
     for (name, program) in PROGRAMS {
         let log = dir.join(format!("{name}.log"));
+        let report = tempfile::NamedTempFile::new()?;
         println!("recording {name}: {program}");
         let output = Command::new(auditor)
+            .args(["trace", "--format", "json", "--per-process", "-o"])
+            .arg(report.path())
             .args([
-                "trace",
-                "--format",
-                "json",
-                "--per-process",
                 "--",
                 "strace",
                 "-f",
@@ -149,7 +148,7 @@ fn record_all(auditor: &Path, root: &Path) -> anyhow::Result<()> {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        let report: Value = serde_json::from_slice(&output.stdout)?;
+        let report: Value = serde_json::from_slice(&std::fs::read(report.path())?)?;
         let text = std::fs::read_to_string(&log)?;
         let (sites, processes) = expected(&report, &logged_pids(&text))?;
         let expected = json!({

@@ -154,18 +154,32 @@ pub fn assert_exact(tally: &Tally, steps: &str, first: u32, start: Start) {
 
 /// Runs `auditor ARGS` and returns its JSON report; the run must succeed.
 pub fn json_report(args: &[&std::ffi::OsStr]) -> serde_json::Value {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_auditor"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
+    let (code, report, _) = ended(start(&args));
+    assert_eq!(code, Some(0), "{report}");
+    report
 }
 
+/// An auditor started by [`start`], its report going to a file of its own.
+pub struct Started {
+    pub child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+/// Starts `auditor ARGS` with `-o FILE` given right after the subcommand.
+pub fn start(args: &[&str]) -> Started {
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_auditor"))
+        .arg(args[0])
+        .arg("-o")
+        .arg(dir.path().join("report"))
+        .args(&args[1..])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    Started { child, dir }
+}
 /// The row of site `id` in a JSON report.
 pub fn json_site<'a>(report: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
     report["sites"]
@@ -202,16 +216,18 @@ pub fn wait_until_traced(pid: u32) {
     }
 }
 
-/// Waits for `child` (an auditor with `--format json`) to end: its exit status, JSON report
-/// and how long it took to end.
-pub fn ended(child: std::process::Child) -> (Option<i32>, serde_json::Value, std::time::Duration) {
-    let started = std::time::Instant::now();
-    let output = child.wait_with_output().unwrap();
-    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+/// Waits for an auditor with `--format json` to end: its exit status, JSON report and how
+/// long it took to end.
+pub fn ended(started: Started) -> (Option<i32>, serde_json::Value, std::time::Duration) {
+    let begun = std::time::Instant::now();
+    let output = started.child.wait_with_output().unwrap();
+    let took = begun.elapsed();
+    let text = std::fs::read(started.dir.path().join("report")).unwrap_or_default();
+    let report = serde_json::from_slice(&text).unwrap_or_else(|e| {
         panic!(
             "no report ({e}); stderr: {}",
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    (output.status.code(), report, started.elapsed())
+    (output.status.code(), report, took)
 }
