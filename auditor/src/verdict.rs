@@ -54,6 +54,53 @@ pub struct Verdict {
     /// counted as mispredicted for the upper bound and as predicted for the lower one.
     pub mispredicted_low: f64,
     pub mispredicted_high: f64,
+    /// For a candidate: the hint its counts suggest (`unlikely` when `taken` is rare).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggests: Option<Hint>,
+    /// For unclear and no data: the evaluations from which, with none more against the
+    /// hint (or the minority, unhinted), it would hold (be a candidate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settles_from: Option<u64>,
+}
+
+impl Verdict {
+    /// The verdict's words: its kind, and for a candidate the hint it suggests
+    /// (`candidate: unlikely`).
+    pub fn label(&self) -> String {
+        match self.suggests {
+            Some(hint) => format!("{}: {}", self.kind.name(), hint.name()),
+            None => self.kind.name().to_string(),
+        }
+    }
+}
+
+/// The hint that calls `arm` rare.
+pub const fn hint_against(arm: Arm) -> Hint {
+    match arm {
+        Arm::Taken => Hint::Unlikely,
+        Arm::NotTaken => Hint::Likely,
+    }
+}
+
+/// The fewest evaluations from which `against` of them (no more) bound the share under
+/// `bar`: the upper Wilson bound falls as evaluations grow with `against` fixed.
+pub fn evaluations_to_bound(against: u64, bar: f64) -> u64 {
+    let under = |n: u64| wilson(against, n).1 < bar;
+    let (mut low, mut high) = (against.max(1), against.max(1));
+    while !under(high) {
+        low = high;
+        high = high.saturating_mul(2);
+    }
+    // under(high), and under(low) is false unless low == high.
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if under(mid) {
+            high = mid
+        } else {
+            low = mid + 1
+        }
+    }
+    high
 }
 
 /// Wilson score interval for `successes` out of `trials` at 95%.
@@ -143,10 +190,20 @@ pub fn judge(hint: Hint, counts: &Counts) -> Verdict {
     } else {
         VerdictKind::Unclear
     };
+    let bar = if hint == Hint::None {
+        CANDIDATE_BELOW
+    } else {
+        HOLDS_BELOW
+    };
+    let settles_from = matches!(kind, VerdictKind::Unclear | VerdictKind::NoData)
+        .then(|| evaluations_to_bound(against + counts.unreadable, bar))
+        .filter(|&n| n > counts.total());
     Verdict {
         kind,
         mispredicted_low: low,
         mispredicted_high: high,
+        suggests: (kind == VerdictKind::Candidate).then(|| hint_against(rare_arm(hint, counts))),
+        settles_from,
     }
 }
 
@@ -243,10 +300,36 @@ mod tests {
     }
 
     #[test]
-    fn unhinted_sites() {
+    fn what_would_settle_an_unclear_verdict() {
+        // The example: 0 of 30 is unclear; 0 of 35 holds.
+        let verdict = judge(Hint::Unlikely, &counts(0, 30, 0));
+        assert_eq!(verdict.settles_from, Some(35));
         assert_eq!(
-            judge(Hint::None, &counts(1, 10_000, 0)).kind,
-            VerdictKind::Candidate
+            judge(Hint::Unlikely, &counts(0, 0, 0)).settles_from,
+            Some(35)
+        );
+        assert_eq!(judge(Hint::Unlikely, &counts(0, 35, 0)).settles_from, None);
+        for against in [0, 1, 7, 300] {
+            let n = evaluations_to_bound(against, HOLDS_BELOW);
+            assert!(wilson(against, n).1 < HOLDS_BELOW, "{against}");
+            assert!(wilson(against, n - 1).1 >= HOLDS_BELOW, "{against}");
+        }
+        // Unhinted: the 1% bar of a candidate.
+        assert_eq!(judge(Hint::None, &counts(0, 0, 0)).settles_from, Some(381));
+        // 59 against `likely` (not taken): it holds once 752 evaluations carry no more.
+        let verdict = judge(Hint::Likely, &counts(41, 59, 0));
+        assert_eq!(verdict.settles_from, Some(752));
+        assert!(wilson(59, 752).1 < HOLDS_BELOW && wilson(59, 751).1 >= HOLDS_BELOW);
+    }
+
+    #[test]
+    fn unhinted_sites() {
+        let candidate = judge(Hint::None, &counts(1, 10_000, 0));
+        assert_eq!(candidate.kind, VerdictKind::Candidate);
+        assert_eq!(candidate.suggests, Some(Hint::Unlikely));
+        assert_eq!(
+            judge(Hint::None, &counts(10_000, 3, 0)).suggests,
+            Some(Hint::Likely)
         );
         assert_eq!(
             judge(Hint::None, &counts(10, 90, 0)).kind,

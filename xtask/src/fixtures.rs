@@ -127,14 +127,7 @@ fn record_all(auditor: &Path, root: &Path) -> anyhow::Result<()> {
         let output = Command::new(auditor)
             .args(["trace", "--format", "json", "--per-process", "-o"])
             .arg(report.path())
-            .args([
-                "--",
-                "strace",
-                "-f",
-                "-Y",
-                "-qq",
-                "-v",
-            ])
+            .args(["--", "strace", "-f", "-Y", "-qq", "-v"])
             .args(["-s", "65536", "-e", TRACED, "-o"])
             .arg(&log)
             .args(["sh", "-c", program])

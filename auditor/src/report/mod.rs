@@ -417,6 +417,7 @@ fn site_notes(sites: &[SiteReport]) -> Vec<String> {
     {
         notes.push(rare_note(site));
     }
+    notes.extend(sites.iter().filter_map(settling_note));
     for site in sites
         .iter()
         .filter(|s| s.measured && s.counts.unreadable > 0)
@@ -438,6 +439,40 @@ fn site_notes(sites: &[SiteReport]) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// What would settle a hinted site's unclear or no-data verdict, e.g. `poll.fd_negative:
+/// unclear: 0 of 30 evaluations went against `unlikely` (up to 11.35%); with no more against
+/// it, it holds at the 10% bar from 35 evaluations on.`
+fn settling_note(site: &SiteReport) -> Option<String> {
+    let hint = site.proposed_hint.unwrap_or(site.info.hint);
+    let settles_from = site.verdict.settles_from?;
+    if hint == Hint::None || !site.measured {
+        return None;
+    }
+    let bar = format!("{:.0}%", verdict::HOLDS_BELOW * 100.0);
+    let against = site.rare_arm.of(&site.counts);
+    let unreadable = match site.counts.unreadable {
+        0 => String::new(),
+        n => format!(", and {n} could not be decided"),
+    };
+    if site.counts.total() == 0 {
+        return Some(format!(
+            "{}: no data: never reached; it holds at the {bar} bar from {settles_from} \
+             evaluations with none against `{}`.",
+            site.info.id,
+            hint.name()
+        ));
+    }
+    Some(format!(
+        "{}: {}: {against} of {} went against `{}`{unreadable} (up to {}); with no more \
+         against it, it holds at the {bar} bar from {settles_from} evaluations on.",
+        site.info.id,
+        site.verdict.kind.name(),
+        counted(site.counts.total(), "evaluation", "evaluations"),
+        hint.name(),
+        percent(site.verdict.mispredicted_high)
+    ))
 }
 
 /// Who took a site's rare arm: the first few processes by evaluations, and how many more;
@@ -564,9 +599,15 @@ mod tests {
             .only(&[Site::CloseOk]);
         assert_eq!(report.sites.len(), 1);
         assert!(report.processes.iter().all(|p| p.site == "close.ok"));
-        assert_eq!(report.notes.len(), 3, "{:?}", report.notes);
+        assert_eq!(report.notes.len(), 4, "{:?}", report.notes);
         assert_eq!(report.notes[0], "from the source");
-        assert!(report.notes[2].starts_with("close.ok: 5 evaluations"));
+        assert_eq!(
+            report.notes[2],
+            "close.ok: unclear: 0 of 9 evaluations went against `likely`, and 5 could not be \
+             decided (up to 81.12%); with no more against it, it holds at the 10% bar from 113 \
+             evaluations on."
+        );
+        assert!(report.notes[3].starts_with("close.ok: 5 evaluations"));
     }
 
     #[test]

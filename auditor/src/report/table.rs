@@ -159,7 +159,7 @@ fn site_row(site: &SiteReport) -> [String; 10] {
         count(site.counts.unreadable),
         site.taken_share.map_or_else(|| "-".to_string(), percent),
         interval,
-        verdict.kind.name().to_string(),
+        verdict.label(),
     ]
 }
 
