@@ -49,6 +49,23 @@ enum Command {
     /// Exits with 3 when part of a log could not be read (the report says which lines).
     #[command(after_help = EXIT_STATUSES)]
     Ingest(IngestArgs),
+    /// Render saved JSON reports again (`--format json -o FILE`), merging several: counts
+    /// add exactly and the verdicts are judged again on the sums.
+    #[command(after_help = EXIT_STATUSES)]
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// Saved JSON reports.
+    #[arg(required = true, value_name = "REPORT")]
+    reports: Vec<std::path::PathBuf>,
+    /// Merge reports of another catalogue version or kernel release than the first's too
+    /// (the notes say which).
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// How a report is written.
@@ -373,6 +390,13 @@ fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
     report_replay(&replay, description, started, output, outcome.code())
 }
 
+fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let destination = args.output.destination(false)?;
+    let loaded = auditor::report::saved::merge_files(&args.reports, args.force)?;
+    print_report(Report::of_saved(&loaded), &args.output, destination)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Sessions end with a report on SIGINT and SIGTERM, from their first moment.
@@ -387,6 +411,7 @@ fn main() -> ExitCode {
         Command::Sites(args) => run_sites(args).map(|()| ExitCode::SUCCESS),
         Command::Ingest(args) => run_ingest(args),
         Command::Strace(args) => run_strace(args),
+        Command::Report(args) => run_report(args),
     };
     match result {
         Ok(code) => code,

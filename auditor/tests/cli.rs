@@ -21,7 +21,7 @@ fn json_report_of_a_workload() {
         "--workload".as_ref(),
         "select:3:-1 pselect6:2:4 poll:2:16:4".as_ref(),
     ]);
-    assert_eq!(report["version"], 1);
+    assert_eq!(report["version"], auditor::report::JSON_VERSION);
     assert_eq!(
         json_counts(&report, "select.n_negative"),
         Counts::new(3, 2, 0)

@@ -261,12 +261,7 @@ fn a_file_that_cannot_be_read_is_named_and_the_rest_is_counted() {
     );
     assert_eq!(code, Some(auditor::status::PARTLY_UNREADABLE.into()));
     assert_eq!(counted(&report), counted(&alone));
-    let notes: Vec<&str> = report["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect();
+    let notes = common::json_notes(&report);
     assert!(
         notes.contains(
             &"/nonexistent/a.log could not be read (No such file or directory (os error 2)): nothing of it is counted."

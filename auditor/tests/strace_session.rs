@@ -145,7 +145,7 @@ fn the_report_does_not_share_the_commands_stdout() {
     assert!(output.status.success());
     assert_eq!(output.stdout, b"from-the-command\n");
     let report: serde_json::Value = serde_json::from_slice(&output.stderr).unwrap();
-    assert_eq!(report["version"], 1);
+    assert_eq!(report["version"], auditor::report::JSON_VERSION);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("report.json");
     let output = Command::new(AUDITOR)

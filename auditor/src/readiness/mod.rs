@@ -169,6 +169,26 @@ pub const SITES: [&SiteInfo; SITE_COUNT] = [
     &fd::TABLE_SHARED,
 ];
 
+/// A fingerprint of the catalogue: each site's id, function, condition, hint and unit
+/// (FNV-1a, hex). Reports of another catalogue count other branches, or count them in
+/// other units.
+pub fn catalogue_version() -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for info in SITES {
+        let parts = [
+            info.id,
+            info.function,
+            info.condition,
+            info.hint.name(),
+            info.unit.name(),
+        ];
+        for byte in parts.iter().flat_map(|part| part.bytes().chain([0])) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
+}
+
 /// The declaration of `site`.
 pub fn info(site: Site) -> &'static SiteInfo {
     SITES[site as usize]

@@ -3,6 +3,7 @@
 
 mod escape;
 mod json;
+pub mod saved;
 mod table;
 
 use std::{collections::BTreeMap, io::Write, time::Duration};
@@ -56,8 +57,9 @@ pub struct SiteRow {
     pub tree: Option<kernel_src::TreeHint>,
 }
 
-/// Version of the JSON report layout; bumped on any incompatible change.
-pub const JSON_VERSION: u32 = 1;
+/// Version of the JSON report layout; bumped on any incompatible change (2: the runs a
+/// report is of, and what re-reading it needs).
+pub const JSON_VERSION: u32 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -98,9 +100,9 @@ pub struct RareCaller {
 }
 
 /// Counts of a site per calling code (`strace -k`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct CallerReport {
-    pub site: &'static str,
+    pub site: String,
     pub caller: String,
     #[serde(flatten)]
     pub counts: Counts,
@@ -148,11 +150,11 @@ impl std::str::FromStr for Proposal {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct ProcessReport {
     pub pid: u32,
     pub comm: String,
-    pub site: &'static str,
+    pub site: String,
     #[serde(flatten)]
     pub counts: Counts,
 }
@@ -160,11 +162,13 @@ pub struct ProcessReport {
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub version: u32,
-    /// Where the counts came from (`ebpf`).
-    pub source: &'static str,
+    /// Where the counts came from (`ebpf`, `strace`; joined with `+` when merged).
+    pub source: String,
     /// What was traced, as the user asked for it.
     pub target: String,
     pub duration_seconds: f64,
+    /// The runs the counts are of, with where and how each was taken.
+    pub runs: Vec<saved::Run>,
     /// Calls seen per syscall.
     pub calls: BTreeMap<String, u64>,
     /// One row per site, grouped by kernel file, in catalogue order within a file.
@@ -173,8 +177,12 @@ pub struct Report {
     pub processes: Vec<ProcessReport>,
     /// One row per (site, calling code), when the source saw stacks.
     pub callers: Vec<CallerReport>,
+    /// Counts per site that are in the totals but in no process's row.
+    pub unattributed: Vec<saved::SiteCounts>,
     /// Probe runs the kernel skipped; each may have lost a call.
     pub missed_probe_runs: u64,
+    /// The source's own notes (kept to render a saved report again).
+    pub source_notes: Vec<String>,
     /// What the reader must know to trust the numbers.
     pub notes: Vec<String>,
     /// The notes before the sites' own (the source's, how counts are taken) and after
@@ -204,14 +212,48 @@ fn by_file() -> Vec<&'static SiteInfo> {
 }
 
 impl Report {
-    /// A report of `tally`; `measured` says which sites the source decides.
+    /// A report of `tally`, a run on this machine that ends now; `measured` says which
+    /// sites the source decides.
     pub fn new(
-        source: &'static str,
+        source: &str,
         target: String,
         duration: Duration,
         tally: &Tally,
-        measured: fn(Site) -> bool,
+        measured: impl Fn(Site) -> bool,
     ) -> Report {
+        Report::of_runs(
+            vec![saved::Run::here(source, target, duration)],
+            tally,
+            measured,
+        )
+    }
+
+    /// A report of saved reports, read (and merged) again.
+    pub fn of_saved(loaded: &saved::Loaded) -> Report {
+        Report::of_runs(loaded.runs.clone(), &loaded.tally, |site| {
+            loaded.measured.contains(&site)
+        })
+        .with_notes(loaded.notes.clone())
+    }
+
+    /// A report of `tally`, the counts of `runs`.
+    pub fn of_runs(
+        runs: Vec<saved::Run>,
+        tally: &Tally,
+        measured: impl Fn(Site) -> bool,
+    ) -> Report {
+        let mut sources: Vec<&str> = Vec::new();
+        for run in &runs {
+            if !sources.contains(&run.source.as_str()) {
+                sources.push(&run.source);
+            }
+        }
+        let source = sources.join("+");
+        let target = match runs.as_slice() {
+            [run] => run.traced.clone(),
+            runs => format!("{} runs merged", runs.len()),
+        };
+        let duration_seconds = runs.iter().map(|r| r.duration_seconds).sum();
         let sites: Vec<SiteReport> = by_file()
             .into_iter()
             .map(|info| {
@@ -239,28 +281,43 @@ impl Report {
             .map(|(process, site, counts)| ProcessReport {
                 pid: process.pid,
                 comm: process.comm.clone(),
-                site: readiness::info(site).id,
+                site: readiness::info(site).id.to_string(),
                 counts: *counts,
             })
             .collect();
-        let (leading_notes, trailing_notes) = tally_notes(tally);
+        let (mut leading_notes, trailing_notes) = tally_notes(tally);
+        if runs.len() > 1 {
+            leading_notes.splice(
+                0..0,
+                runs.iter().enumerate().map(|(i, run)| run_note(i, run)),
+            );
+        }
         let mut report = Report {
             version: JSON_VERSION,
             source,
             target,
-            duration_seconds: duration.as_secs_f64(),
+            duration_seconds,
+            runs,
             calls: tally.calls().map(|(n, c)| (n.to_string(), c)).collect(),
             sites,
             processes,
             callers: tally
                 .callers()
                 .map(|(site, caller, counts)| CallerReport {
-                    site: readiness::info(site).id,
+                    site: readiness::info(site).id.to_string(),
                     caller: caller.to_string(),
                     counts: *counts,
                 })
                 .collect(),
+            unattributed: tally
+                .unattributed()
+                .map(|(site, counts)| saved::SiteCounts {
+                    site: readiness::info(site).id.to_string(),
+                    counts: *counts,
+                })
+                .collect(),
             missed_probe_runs: tally.missed_probe_runs(),
+            source_notes: Vec::new(),
             notes: Vec::new(),
             leading_notes,
             trailing_notes,
@@ -326,7 +383,7 @@ impl Report {
         if !sites.is_empty() {
             self.sites.retain(|s| sites.contains(&s.info.site));
             let ids: Vec<&str> = self.sites.iter().map(|s| s.info.id).collect();
-            self.processes.retain(|p| ids.contains(&p.site));
+            self.processes.retain(|p| ids.contains(&p.site.as_str()));
             self.refresh_notes();
         }
         self
@@ -341,6 +398,7 @@ impl Report {
 
     /// Adds the source's own notes (first: they qualify everything below them).
     pub fn with_notes(mut self, notes: Vec<String>) -> Report {
+        self.source_notes.extend(notes.iter().cloned());
         self.leading_notes.splice(0..0, notes);
         self.refresh_notes();
         self
@@ -365,6 +423,20 @@ impl Report {
             Format::Json => write_json(self, out),
         }
     }
+}
+
+/// `Run 2: command `ssh …` on host h (kernel 6.18), ebpf, from 2026-12-01T09:00:00Z, 3.20 s.`
+fn run_note(index: usize, run: &saved::Run) -> String {
+    format!(
+        "Run {}: {} on host {} (kernel {}), {}, from {}, {:.2} s.",
+        index + 1,
+        run.traced,
+        run.host,
+        run.kernel_release,
+        run.source,
+        run.started_at,
+        run.duration_seconds
+    )
 }
 
 /// Notes on how the tally's counts were taken: before the sites' notes, and after them.

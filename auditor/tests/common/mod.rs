@@ -231,3 +231,13 @@ pub fn ended(started: Started) -> (Option<i32>, serde_json::Value, std::time::Du
     });
     (output.status.code(), report, took)
 }
+
+/// The notes of a JSON report.
+pub fn json_notes(report: &serde_json::Value) -> Vec<&str> {
+    report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect()
+}

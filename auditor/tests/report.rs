@@ -1,0 +1,212 @@
+//! `auditor report`: saved JSON reports rendered again and merged. Needs no privileges:
+//! the reports are made from the fixture logs.
+
+#[allow(dead_code, reason = "each test crate uses part of the helpers")]
+mod common;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(name)
+}
+
+fn auditor(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(AUDITOR).args(args).output().unwrap()
+}
+
+/// Saves the JSON report of `ingest LOGS` in `dir` as `name`.
+fn saved(dir: &Path, name: &str, logs: &[&str]) -> PathBuf {
+    let path = dir.join(name);
+    let mut args: Vec<std::ffi::OsString> = ["ingest", "--format", "json", "-o"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    args.push(path.clone().into());
+    args.extend(logs.iter().map(|log| fixture(log).into_os_string()));
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    assert!(auditor(&args).status.success());
+    path
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// What a report counted and judged: calls, and per site the counts and the verdict.
+fn counted(report: &serde_json::Value) -> Vec<serde_json::Value> {
+    let mut rows = vec![report["calls"].clone(), report["processes"].clone()];
+    for site in report["sites"].as_array().unwrap() {
+        rows.push(serde_json::json!([
+            site["id"],
+            site["taken"],
+            site["not_taken"],
+            site["unreadable"],
+            site["verdict"]["kind"],
+        ]));
+    }
+    rows
+}
+
+#[test]
+fn a_saved_report_renders_again_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let ssh = saved(dir.path(), "ssh.json", &["ssh.log"]);
+    let original: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&ssh).unwrap()).unwrap();
+    let again = json(&auditor(&[
+        "report".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        ssh.as_os_str(),
+    ]));
+    assert_eq!(counted(&again), counted(&original));
+    assert_eq!(again["runs"], original["runs"]);
+    assert_eq!(again["notes"], original["notes"]);
+    let run = &again["runs"][0];
+    assert_eq!(run["source"], "strace");
+    assert!(
+        run["traced"]
+            .as_str()
+            .unwrap()
+            .ends_with("fixtures/ssh.log")
+    );
+    for key in [
+        "auditor_version",
+        "catalogue_version",
+        "kernel_release",
+        "host",
+        "started_at",
+    ] {
+        assert!(!run[key].as_str().unwrap().is_empty(), "{key}");
+    }
+    // Every format renders it.
+    for format in ["table", "markdown"] {
+        let output = auditor(&[
+            "report".as_ref(),
+            "--format".as_ref(),
+            format.as_ref(),
+            ssh.as_os_str(),
+        ]);
+        assert!(output.status.success());
+        assert!(
+            String::from_utf8(output.stdout)
+                .unwrap()
+                .contains("close.ok")
+        );
+    }
+}
+
+/// Reports merge exactly: two saved runs give the counts of reading both logs at once, in
+/// either order; the same file twice counts once, and the notes say so.
+#[test]
+fn saved_reports_merge_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let ssh = saved(dir.path(), "ssh.json", &["ssh.log"]);
+    let http = saved(dir.path(), "http.json", &["http-server-curl.log"]);
+    let both = saved(
+        dir.path(),
+        "both.json",
+        &["ssh.log", "http-server-curl.log"],
+    );
+    let both: serde_json::Value = serde_json::from_slice(&std::fs::read(both).unwrap()).unwrap();
+    let report = |files: &[&Path]| {
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["report".as_ref(), "--format".as_ref(), "json".as_ref()];
+        args.extend(files.iter().map(|f| f.as_os_str()));
+        json(&auditor(&args))
+    };
+    let merged = report(&[&ssh, &http]);
+    assert_eq!(counted(&merged)[2..], counted(&both)[2..]);
+    assert_eq!(merged["calls"], both["calls"]);
+    assert_eq!(merged["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(merged["target"], "2 runs merged");
+    let reversed = report(&[&http, &ssh]);
+    assert_eq!(counted(&reversed)[2..], counted(&merged)[2..]);
+    // A merged report merges again: (ssh + http) + ssh is ssh + http, counted once.
+    let merged_file = dir.path().join("merged.json");
+    std::fs::write(&merged_file, serde_json::to_vec(&merged).unwrap()).unwrap();
+    let twice = report(&[&merged_file, &ssh, &http, &ssh]);
+    assert_eq!(counted(&twice)[2..], counted(&merged)[2..]);
+    let notes = common::json_notes(&twice);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.ends_with("ssh.json was given more than once: counted once.")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.ends_with("http.json holds only runs already read: counted once.")),
+        "{notes:?}"
+    );
+}
+
+/// A file that is not a report, is cut short or is of another schema version is named
+/// with the problem; a report of another kernel release merges only with --force.
+#[test]
+fn what_cannot_be_merged_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let ssh = saved(dir.path(), "ssh.json", &["ssh.log"]);
+    let text = std::fs::read_to_string(&ssh).unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let cut = write("cut.json", &text[..text.len() / 2]);
+    let other = write("other.json", "{\"hello\": 1}");
+    let old = write(
+        "old.json",
+        &text.replacen("\"version\": 2", "\"version\": 1", 1),
+    );
+    let kernel = write(
+        "kernel.json",
+        &text.replace("\"kernel_release\": \"", "\"kernel_release\": \"5.10-"),
+    );
+    let fails = |file: &Path, words: &str| {
+        let output = auditor(&["report".as_ref(), ssh.as_os_str(), file.as_os_str()]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{}: {words}", file.display())) || stderr.contains(words),
+            "{stderr}"
+        );
+    };
+    fails(&cut, "not JSON, or cut short: EOF while parsing");
+    fails(&other, "not an auditor report (it has no `version`)");
+    fails(
+        &old,
+        "a report of schema version 1; this auditor reads version 2",
+    );
+    fails(&kernel, "is of another kernel release (5.10-");
+    let output = auditor(&[
+        "report".as_ref(),
+        "--force".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        ssh.as_os_str(),
+        kernel.as_os_str(),
+    ]);
+    let merged = json(&output);
+    assert!(
+        merged["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("merged as --force asked")),
+        "{merged}"
+    );
+}
