@@ -212,6 +212,7 @@ pub struct CountKey {
     pub pid: u32,
     /// A [`Site`] discriminant.
     pub site: u32,
+    /// The process's name as `ps` shows it: its thread-group leader's.
     pub comm: [u8; COMM_LEN],
 }
 

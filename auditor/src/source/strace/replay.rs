@@ -411,12 +411,29 @@ impl Replay {
                 tally.add_caller(*site, caller, counts);
             }
         }
+        // A thread's counts go to its process, under the process's name as `ps` shows it
+        // (its leader's, as the probe keys them) when the log gives the leader one name.
+        let mut leader_names: HashMap<u32, Option<&str>> = HashMap::new();
+        for (thread, _) in &self.recorders.list {
+            if self.process_of(thread.pid) == thread.pid {
+                leader_names
+                    .entry(thread.pid)
+                    .and_modify(|name| {
+                        if *name != Some(thread.comm.as_str()) {
+                            *name = None;
+                        }
+                    })
+                    .or_insert(Some(&thread.comm));
+            }
+        }
         // Only what a log decides: the core also records, as unreadable, the sites it had
         // no task state for.
         for (thread, recorder) in &self.recorders.list {
+            let pid = self.process_of(thread.pid);
+            let leader = leader_names.get(&pid).copied().flatten();
             let process = Process {
-                pid: self.process_of(thread.pid),
-                comm: thread.comm.clone(),
+                pid,
+                comm: leader.unwrap_or(&thread.comm).to_string(),
             };
             for site in Site::ALL.into_iter().filter(|&site| decides(site)) {
                 let counts = recorder.counts(site);
