@@ -84,6 +84,10 @@ struct OutputArgs {
     /// Also show counts per process (pid, command name).
     #[arg(long)]
     per_process: bool,
+    /// Give a verdict per program too (its processes and threads together, named as `ps`
+    /// shows them); the pooled verdict's notes say when one program decides it.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    group_by: Option<GroupBy>,
     /// Write the report to FILE (created before the session starts). Without it, the
     /// report goes to stderr when a command is started (its output keeps stdout), else
     /// to stdout.
@@ -152,6 +156,11 @@ struct SitesArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: FormatArg,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum GroupBy {
+    Program,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -296,7 +305,10 @@ fn print_report(
     output: &OutputArgs,
     destination: Destination,
 ) -> anyhow::Result<()> {
-    let report = report.with_proposals(&output.propose).only(&output.sites);
+    let report = report
+        .with_proposals(&output.propose)
+        .only(&output.sites)
+        .by_program(output.group_by == Some(GroupBy::Program));
     let (mut out, name): (Box<dyn Write>, String) = match destination {
         Destination::File(path, file) => (Box::new(file), path.display().to_string()),
         Destination::Stdout => (Box::new(std::io::stdout().lock()), "stdout".into()),

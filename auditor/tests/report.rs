@@ -210,3 +210,63 @@ fn what_cannot_be_merged_is_named() {
         "{merged}"
     );
 }
+
+/// `--group-by program` gives every program its counts and verdict, on a log and on saved
+/// reports alike.
+#[test]
+fn verdicts_per_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let http = saved(dir.path(), "http.json", &["http-server-curl.log"]);
+    let log = fixture("http-server-curl.log");
+    let from_log = json(&auditor(&[
+        "ingest".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--group-by".as_ref(),
+        "program".as_ref(),
+        log.as_os_str(),
+    ]));
+    let from_saved = json(&auditor(&[
+        "report".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--group-by".as_ref(),
+        "program".as_ref(),
+        http.as_os_str(),
+    ]));
+    assert_eq!(from_log["programs"], from_saved["programs"]);
+    let programs = from_log["programs"].as_array().unwrap();
+    let curl = programs.iter().find(|p| p["program"] == "curl").unwrap();
+    // Three curl processes, one program; their polls add up.
+    assert_eq!(curl["pids"].as_array().unwrap().len(), 3);
+    let poll = curl["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "poll.fd_negative")
+        .unwrap();
+    assert_eq!(
+        (poll["taken"].as_u64(), poll["not_taken"].as_u64()),
+        (Some(0), Some(24))
+    );
+    assert_eq!(poll["verdict"]["kind"], "unclear");
+    // Every program's rows sum to the pooled counts of the site.
+    for site in from_log["sites"].as_array().unwrap() {
+        let id = &site["id"];
+        let sum: u64 = programs
+            .iter()
+            .flat_map(|p| p["sites"].as_array().unwrap())
+            .filter(|row| &row["id"] == id)
+            .map(|row| row["taken"].as_u64().unwrap() + row["not_taken"].as_u64().unwrap())
+            .sum();
+        let pooled = site["taken"].as_u64().unwrap() + site["not_taken"].as_u64().unwrap();
+        assert_eq!(sum, pooled, "{id}");
+    }
+    let notes = common::json_notes(&from_log);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("close.ok: holds pooled; per program: holds for")),
+        "{notes:?}"
+    );
+}

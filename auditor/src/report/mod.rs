@@ -3,6 +3,7 @@
 
 mod escape;
 mod json;
+pub mod programs;
 pub mod saved;
 mod table;
 
@@ -183,6 +184,11 @@ pub struct Report {
     pub missed_probe_runs: u64,
     /// The source's own notes (kept to render a saved report again).
     pub source_notes: Vec<String>,
+    /// With `--group-by program`: counts and verdicts per program.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<programs::ProgramReport>,
+    #[serde(skip)]
+    group_by_program: bool,
     /// What the reader must know to trust the numbers.
     pub notes: Vec<String>,
     /// The notes before the sites' own (the source's, how counts are taken) and after
@@ -318,6 +324,8 @@ impl Report {
                 .collect(),
             missed_probe_runs: tally.missed_probe_runs(),
             source_notes: Vec::new(),
+            programs: Vec::new(),
+            group_by_program: false,
             notes: Vec::new(),
             leading_notes,
             trailing_notes,
@@ -390,10 +398,25 @@ impl Report {
     }
 
     fn refresh_notes(&mut self) {
+        if self.group_by_program {
+            let rows = self
+                .processes
+                .iter()
+                .map(|p| (p.pid, p.comm.as_str(), p.site.as_str(), &p.counts));
+            self.programs = programs::programs(&self.sites, rows);
+        }
         let mut notes = self.leading_notes.clone();
         notes.extend(site_notes(&self.sites));
+        notes.extend(programs::pooled_notes(&self.sites, &self.programs));
         notes.extend(self.trailing_notes.iter().cloned());
         self.notes = notes;
+    }
+
+    /// Gives every program its own counts and verdicts (`--group-by program`).
+    pub fn by_program(mut self, on: bool) -> Report {
+        self.group_by_program = on;
+        self.refresh_notes();
+        self
     }
 
     /// Adds the source's own notes (first: they qualify everything below them).

@@ -218,6 +218,40 @@ fn write(
         writeln!(out, "{}\n", styled(sites, flavour, &[4, 5, 6, 7]))?;
     }
 
+    if !report.programs.is_empty() {
+        let mut programs = Builder::default();
+        programs.push_record([
+            "program",
+            "processes",
+            "site",
+            "taken",
+            "not taken",
+            "unreadable",
+            "mispredicted (95%)",
+            "verdict",
+        ]);
+        for program in &report.programs {
+            for row in &program.sites {
+                programs.push_record([
+                    program.program.clone(),
+                    program.pids.len().to_string(),
+                    row.id.to_string(),
+                    row.counts.taken.to_string(),
+                    row.counts.not_taken.to_string(),
+                    row.counts.unreadable.to_string(),
+                    format!(
+                        "{} .. {}",
+                        percent(row.verdict.mispredicted_low),
+                        percent(row.verdict.mispredicted_high)
+                    ),
+                    row.verdict.label(),
+                ]);
+            }
+        }
+        writeln!(out, "{heading}per program{heading}\n")?;
+        writeln!(out, "{}\n", styled(programs, flavour, &[1, 3, 4, 5]))?;
+    }
+
     if per_process && !report.processes.is_empty() {
         let mut processes = Builder::default();
         processes.push_record(["pid", "comm", "site", "taken", "not taken", "unreadable"]);
@@ -225,7 +259,7 @@ fn write(
             processes.push_record([
                 row.pid.to_string(),
                 row.comm.clone(),
-                row.site.to_string(),
+                row.site.clone(),
                 row.counts.taken.to_string(),
                 row.counts.not_taken.to_string(),
                 row.counts.unreadable.to_string(),

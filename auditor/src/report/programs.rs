@@ -1,0 +1,206 @@
+//! Verdicts per program: a pooled verdict can be decided by one program (one busy process
+//! with fd = -1 entries turns `unlikely` into "wrong" for all), so each program gets its
+//! own counts and verdict per site, and the pooled verdict's notes say when one program
+//! decides it. A program is a process name as `ps` shows it, its threads rolled up into
+//! their process and its processes into the program.
+
+use std::collections::BTreeMap;
+
+use auditor_common::Counts;
+use serde::Serialize;
+
+use super::{SiteReport, counted};
+use crate::{
+    readiness::Hint,
+    verdict::{self, Verdict, VerdictKind},
+};
+
+/// One program's counts and verdicts.
+#[derive(Debug, Serialize)]
+pub struct ProgramReport {
+    /// The name its processes had, as `ps` shows it.
+    pub program: String,
+    /// Its processes.
+    pub pids: Vec<u32>,
+    /// The sites it reached, in the report's order.
+    pub sites: Vec<ProgramSite>,
+}
+
+/// A program's counts of one site, and the verdict they give alone.
+#[derive(Debug, Serialize)]
+pub struct ProgramSite {
+    pub id: &'static str,
+    #[serde(flatten)]
+    pub counts: Counts,
+    pub verdict: Verdict,
+}
+
+/// The programs of `rows` (pid, comm, site id, counts), judged per site of `sites`.
+pub fn programs<'a>(
+    sites: &[SiteReport],
+    rows: impl Iterator<Item = (u32, &'a str, &'a str, &'a Counts)>,
+) -> Vec<ProgramReport> {
+    let mut by_name: BTreeMap<&str, (Vec<u32>, BTreeMap<&str, Counts>)> = BTreeMap::new();
+    for (pid, comm, site, counts) in rows {
+        let (pids, per_site) = by_name.entry(comm).or_default();
+        if !pids.contains(&pid) {
+            pids.push(pid);
+        }
+        per_site.entry(site).or_default().add(counts);
+    }
+    by_name
+        .into_iter()
+        .map(|(program, (mut pids, per_site))| {
+            pids.sort_unstable();
+            let sites = sites
+                .iter()
+                .filter(|site| site.measured)
+                .filter_map(|site| {
+                    let counts = *per_site.get(site.info.id)?;
+                    Some(ProgramSite {
+                        id: site.info.id,
+                        counts,
+                        verdict: verdict::judge(hint_of(site), &counts),
+                    })
+                })
+                .collect();
+            ProgramReport {
+                program: program.to_string(),
+                pids,
+                sites,
+            }
+        })
+        .collect()
+}
+
+fn hint_of(site: &SiteReport) -> Hint {
+    site.proposed_hint.unwrap_or(site.info.hint)
+}
+
+/// Per hinted site reached by more than one program: how the programs' verdicts split, and
+/// whether the one with the most rare evaluations decides the pooled verdict, e.g.
+/// `poll.fd_negative: wrong pooled; per program: holds for 12, wrong for 1. Without
+/// gnome-shell (973248 of the 975952 rare evaluations), it holds.`
+pub fn pooled_notes(sites: &[SiteReport], programs: &[ProgramReport]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for site in sites
+        .iter()
+        .filter(|s| s.measured && hint_of(s) != Hint::None)
+    {
+        let reached: Vec<(&str, &ProgramSite)> = programs
+            .iter()
+            .filter_map(|p| {
+                let row = p.sites.iter().find(|r| r.id == site.info.id)?;
+                (row.counts.taken + row.counts.not_taken > 0).then_some((p.program.as_str(), row))
+            })
+            .collect();
+        if reached.len() < 2 {
+            continue;
+        }
+        let mut split: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, row) in &reached {
+            *split.entry(row.verdict.kind.name()).or_default() += 1;
+        }
+        let split: Vec<String> = split
+            .iter()
+            .map(|(kind, n)| format!("{kind} for {n}"))
+            .collect();
+        let mut note = format!(
+            "{}: {} pooled; per program: {}.",
+            site.info.id,
+            site.verdict.kind.name(),
+            split.join(", ")
+        );
+        let rare = |row: &ProgramSite| site.rare_arm.of(&row.counts);
+        if let Some((top, row)) = reached.iter().max_by_key(|(_, row)| rare(row))
+            && rare(row) > 0
+        {
+            let mut without = site.counts;
+            without.taken -= row.counts.taken;
+            without.not_taken -= row.counts.not_taken;
+            without.unreadable -= row.counts.unreadable;
+            let kind = verdict::judge(hint_of(site), &without).kind;
+            if kind != site.verdict.kind && kind != VerdictKind::NoData {
+                let verdict = match kind {
+                    VerdictKind::Holds => "it holds".to_string(),
+                    kind => format!("it is {}", kind.name()),
+                };
+                note.push_str(&format!(
+                    " Without {top} ({} of the {}), {verdict}.",
+                    rare(row),
+                    counted(
+                        site.rare_arm.of(&site.counts),
+                        "rare evaluation",
+                        "rare evaluations"
+                    ),
+                ));
+            }
+        }
+        notes.push(note);
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use auditor_common::Site;
+
+    use crate::{
+        report::Report,
+        tally::{Process, Tally},
+    };
+
+    use super::*;
+
+    /// One busy program turns a pooled `unlikely` into "wrong"; each of the others holds.
+    #[test]
+    fn one_program_that_decides_the_pooled_verdict_is_named() {
+        let mut tally = Tally::default();
+        let process = |pid, comm: &str| Process {
+            pid,
+            comm: comm.into(),
+        };
+        tally.add(
+            process(7, "busy"),
+            Site::PollFdNegative,
+            &Counts::new(973_248, 2_704, 0),
+        );
+        for k in 0..12 {
+            let name = format!("quiet{k:02}");
+            tally.add(
+                process(100 + k, &name),
+                Site::PollFdNegative,
+                &Counts::new(0, 500, 0),
+            );
+        }
+        // Two processes of one program count as one program.
+        tally.add(
+            process(200, "quiet00"),
+            Site::PollFdNegative,
+            &Counts::new(1, 99, 0),
+        );
+        let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| true)
+            .only(&[Site::PollFdNegative])
+            .by_program(true);
+        assert_eq!(report.programs.len(), 13);
+        let quiet = &report.programs[1];
+        assert_eq!(
+            (quiet.program.as_str(), quiet.pids.as_slice()),
+            ("quiet00", &[100, 200][..])
+        );
+        assert_eq!(quiet.sites[0].counts, Counts::new(1, 599, 0));
+        assert_eq!(quiet.sites[0].verdict.kind, VerdictKind::Holds);
+        assert_eq!(report.programs[0].sites[0].verdict.kind, VerdictKind::Wrong);
+        assert!(
+            report.notes.contains(
+                &"poll.fd_negative: wrong pooled; per program: holds for 12, wrong for 1. \
+                  Without busy (973248 of the 973249 rare evaluations), it holds."
+                    .to_string()
+            ),
+            "{:?}",
+            report.notes
+        );
+    }
+}
