@@ -168,6 +168,8 @@ enum FormatArg {
     Table,
     Markdown,
     Json,
+    /// For a mail reply: plain ASCII, at most 72 columns.
+    Text,
 }
 
 impl From<FormatArg> for Format {
@@ -176,6 +178,7 @@ impl From<FormatArg> for Format {
             FormatArg::Table => Format::Table,
             FormatArg::Markdown => Format::Markdown,
             FormatArg::Json => Format::Json,
+            FormatArg::Text => Format::Text,
         }
     }
 }

@@ -270,3 +270,42 @@ fn verdicts_per_program() {
         "{notes:?}"
     );
 }
+
+/// `--format text` is what a reviewer pastes into a mail: ASCII, no line over 72 columns,
+/// a line per site with its rare evaluations and verdict.
+#[test]
+fn text_for_a_mail_reply() {
+    let logs = [fixture("http-server-curl.log"), fixture("ssh.log")];
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "ingest".as_ref(),
+        "--format".as_ref(),
+        "text".as_ref(),
+        "--group-by".as_ref(),
+        "program".as_ref(),
+    ];
+    args.extend(logs.iter().map(|l| l.as_os_str()));
+    let output = auditor(&args);
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    for line in text.lines() {
+        assert!(line.len() <= 72, "{} columns: {line}", line.len());
+        assert!(
+            line.bytes().all(|b| b == b' ' || b.is_ascii_graphic()),
+            "{line:?}"
+        );
+        assert_eq!(line.trim_end(), line, "trailing spaces");
+    }
+    assert!(text.starts_with("Traced: strace log "), "{text}");
+    for wanted in [
+        "poll.fd_negative       unlikely  0 of 53 entries (<= 6.76%)  holds",
+        "close.ok               likely    0 of 604 calls (<= 0.63%)  holds",
+        "curl (3 processes)",
+        "  poll.fd_negative       0 of 24 entries (<= 13.80%)  unclear",
+        "- poll.zero_timeout (taken): curl (pid 22022) 4, curl (pid 22024) 4,",
+    ] {
+        assert!(
+            text.lines().any(|l| l == wanted),
+            "no line `{wanted}` in:\n{text}"
+        );
+    }
+}

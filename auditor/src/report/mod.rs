@@ -6,6 +6,7 @@ mod json;
 pub mod programs;
 pub mod saved;
 mod table;
+mod text;
 
 use std::{collections::BTreeMap, io::Write, time::Duration};
 
@@ -42,7 +43,7 @@ pub fn write_sites(
             serde_json::to_writer_pretty(&mut *out, &rows)?;
             writeln!(out)
         }
-        Format::Table | Format::Markdown => {
+        Format::Table | Format::Markdown | Format::Text => {
             write_sites_table(&rows, format == Format::Markdown, out)
         }
     }
@@ -67,6 +68,8 @@ pub enum Format {
     Table,
     Markdown,
     Json,
+    /// For a mail reply: plain ASCII, at most 72 columns.
+    Text,
 }
 
 #[derive(Debug, Serialize)]
@@ -444,6 +447,7 @@ impl Report {
             Format::Table => write_table(self, per_process, out),
             Format::Markdown => write_markdown(self, per_process, out),
             Format::Json => write_json(self, out),
+            Format::Text => text::write_text(self, out),
         }
     }
 }

@@ -1,0 +1,243 @@
+//! The text renderer: what a reviewer pastes into a mail reply. Plain ASCII, no line over
+//! 72 columns: a paragraph on what was traced, a line per site with its rare evaluations
+//! and verdict, the programs behind each rare arm, and (with `--group-by program`) the
+//! verdicts per program.
+
+use std::io::Write;
+
+use super::{Report, SiteReport, percent};
+use crate::readiness::{Hint, Unit};
+
+/// The widest line.
+pub const WIDTH: usize = 72;
+
+/// `text` in printable ASCII: anything else as a Rust-style escape.
+fn ascii(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let plain = c == ' ' || c.is_ascii_graphic();
+            let escaped: Vec<char> = if plain {
+                vec![c]
+            } else {
+                c.escape_default().collect()
+            };
+            escaped
+        })
+        .collect()
+}
+
+/// `text` wrapped to [`WIDTH`], each line after the first indented by `indent`.
+fn wrapped(text: &str, indent: &str) -> String {
+    let options = textwrap::Options::new(WIDTH)
+        .subsequent_indent(indent)
+        .break_words(true);
+    textwrap::fill(&ascii(text), options)
+}
+
+/// `entries`, `calls`: the unit of `count` evaluations.
+fn units(unit: Unit, count: u64) -> &'static str {
+    let (one, many) = match unit {
+        Unit::Call => ("call", "calls"),
+        Unit::PollfdEntry => ("entry", "entries"),
+        Unit::FdSetWord => ("word", "words"),
+        Unit::Allocation => ("allocation", "allocations"),
+        Unit::FdLookup => ("lookup", "lookups"),
+    };
+    if count == 1 { one } else { many }
+}
+
+/// `0 of 2176 entries (<= 0.18%)`: the evaluations against the hint (the minority,
+/// unhinted) and the upper bound of their share.
+fn evidence(site: &SiteReport, counts: &auditor_common::Counts, high: f64) -> String {
+    let rare = site.rare_arm.of(counts);
+    let total = counts.total();
+    let mut text = format!(
+        "{rare} of {total} {} (<= {})",
+        units(site.info.unit, total),
+        percent(high)
+    );
+    if counts.unreadable > 0 {
+        text.push_str(&format!(", {} unreadable", counts.unreadable));
+    }
+    text
+}
+
+/// One site's line, `indent` in, with the hint when given; the verdict goes on a line of
+/// its own when the line does not fit.
+fn site_line(
+    indent: &str,
+    (id, id_width): (&str, usize),
+    hint: Option<&str>,
+    evidence: &str,
+    verdict: &str,
+) -> String {
+    let hint = hint.map(|hint| format!("{hint:8}  ")).unwrap_or_default();
+    let head = format!("{indent}{id:id_width$}  {hint}{evidence}");
+    let line = format!("{head}  {verdict}");
+    if line.len() <= WIDTH {
+        return line;
+    }
+    let more = format!("{indent}    ");
+    format!("{}\n{more}{verdict}", wrapped(&head, &more))
+}
+
+fn hint_name(site: &SiteReport) -> String {
+    match site.proposed_hint {
+        Some(hint) => format!("{}*", hint.name()),
+        None => site.info.hint.name().to_string(),
+    }
+}
+
+pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+    let hosts: Vec<String> = report
+        .runs
+        .iter()
+        .map(|run| format!("Linux {} on {}", run.kernel_release, run.host))
+        .fold(Vec::new(), |mut all, host| {
+            if !all.contains(&host) {
+                all.push(host);
+            }
+            all
+        });
+    let paragraph = format!(
+        "Traced: {}, for {:.1} s, on {}, counted by {}.",
+        report.target,
+        report.duration_seconds,
+        hosts.join(" and "),
+        report.source
+    );
+    writeln!(out, "{}", wrapped(&paragraph, ""))?;
+    if report.runs.len() > 1 {
+        for run in &report.runs {
+            let line = format!(
+                "- {} ({}, {:.1} s)",
+                run.traced, run.source, run.duration_seconds
+            );
+            writeln!(out, "{}", wrapped(&line, "  "))?;
+        }
+    }
+    writeln!(out)?;
+
+    let measured: Vec<&SiteReport> = report
+        .sites
+        .iter()
+        .filter(|s| s.measured && s.counts.total() > 0)
+        .collect();
+    let id_width = measured.iter().map(|s| s.info.id.len()).max().unwrap_or(0);
+    for site in &measured {
+        let line = site_line(
+            "",
+            (site.info.id, id_width),
+            Some(&hint_name(site)),
+            &evidence(site, &site.counts, site.verdict.mispredicted_high),
+            &site.verdict.label(),
+        );
+        writeln!(out, "{line}")?;
+    }
+    if report.sites.iter().any(|s| s.proposed_hint.is_some()) {
+        writeln!(out, "(* a proposed hint, judged instead of the kernel's)")?;
+    }
+    let ids = |keep: &dyn Fn(&SiteReport) -> bool| -> Vec<&str> {
+        report
+            .sites
+            .iter()
+            .filter(|s| keep(s))
+            .map(|s| s.info.id)
+            .collect()
+    };
+    let never = ids(&|s| s.measured && s.counts.total() == 0);
+    if !never.is_empty() {
+        writeln!(
+            out,
+            "{}",
+            wrapped(&format!("Never reached: {}.", never.join(", ")), "  ")
+        )?;
+    }
+    let unmeasured = ids(&|s| !s.measured);
+    if !unmeasured.is_empty() {
+        let line = format!("Not seen by this source: {}.", unmeasured.join(", "));
+        writeln!(out, "{}", wrapped(&line, "  "))?;
+    }
+
+    let rare: Vec<&&SiteReport> = measured
+        .iter()
+        .filter(|s| !s.rare_from.is_empty())
+        .collect();
+    if !rare.is_empty() {
+        writeln!(out, "\nThe rare arms came from:")?;
+        for site in rare {
+            let from: Vec<String> = site
+                .rare_from
+                .iter()
+                .take(5)
+                .map(|r| format!("{} (pid {}) {}", r.comm, r.pid, r.evaluations))
+                .collect();
+            let more = site.rare_from.len().saturating_sub(5);
+            let mut line = format!(
+                "- {} ({}): {}",
+                site.info.id,
+                site.rare_arm.name(),
+                from.join(", ")
+            );
+            if more > 0 {
+                line.push_str(&format!(", and {more} more"));
+            }
+            writeln!(out, "{}", wrapped(&line, "  "))?;
+        }
+    }
+
+    if !report.programs.is_empty() {
+        writeln!(out, "\nPer program:")?;
+        for program in &report.programs {
+            let processes = match program.pids.len() {
+                1 => format!("pid {}", program.pids[0]),
+                n => format!("{n} processes"),
+            };
+            writeln!(
+                out,
+                "{}",
+                wrapped(&format!("{} ({processes})", program.program), "  ")
+            )?;
+            // The hinted sites: what a hint patch is judged on.
+            for row in &program.sites {
+                let Some(site) = report.sites.iter().find(|s| s.info.id == row.id) else {
+                    continue;
+                };
+                if site.proposed_hint.unwrap_or(site.info.hint) == Hint::None {
+                    continue;
+                }
+                let evidence = evidence(site, &row.counts, row.verdict.mispredicted_high);
+                let id = (row.id, id_width);
+                let line = site_line("  ", id, None, &evidence, &row.verdict.label());
+                writeln!(out, "{line}")?;
+            }
+        }
+        for note in super::programs::pooled_notes(&report.sites, &report.programs) {
+            writeln!(out, "\n{}", wrapped(&note, ""))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_fit_and_stay_ascii() {
+        assert_eq!(
+            ascii("curl \u{1b}[2J ünï"),
+            "curl \\u{1b}[2J \\u{fc}n\\u{ef}"
+        );
+        let long = "a-site-id-that-is-long".repeat(2);
+        let line = site_line(
+            "",
+            (&long, 44),
+            Some("unlikely"),
+            "973248 of 975952 entries (<= 99.77%)",
+            "candidate: unlikely",
+        );
+        assert!(line.lines().all(|l| l.len() <= WIDTH), "{line}");
+        assert!(line.ends_with("\n    candidate: unlikely"), "{line}");
+    }
+}
