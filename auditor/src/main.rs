@@ -3,8 +3,10 @@
 use std::{ffi::OsString, io::Write, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
+use std::os::fd::AsFd as _;
+
 use auditor::{
-    report::{Format, Report},
+    report::{Format, Layout, Report},
     status,
     trace::{self, Target},
 };
@@ -88,6 +90,10 @@ struct OutputArgs {
     /// shows them); the pooled verdict's notes say when one program decides it.
     #[arg(long, value_enum, value_name = "WHAT")]
     group_by: Option<GroupBy>,
+    /// Keep every column in the tables. Without it, each site's condition goes below its
+    /// table in Markdown and on a terminal narrower than 160 columns.
+    #[arg(long)]
+    wide: bool,
     /// Write the report to FILE (created before the session starts). Without it, the
     /// report goes to stderr when a command is started (its output keeps stdout), else
     /// to stdout.
@@ -312,13 +318,32 @@ fn print_report(
         .with_proposals(&output.propose)
         .only(&output.sites)
         .by_program(output.group_by == Some(GroupBy::Program));
+    // Tables fit the terminal they go to; a file keeps every column, a commit message not.
+    let terminal_width = |fd: std::os::fd::BorrowedFd<'_>| {
+        terminal_size::terminal_size_of(fd).map(|(terminal_size::Width(w), _)| w)
+    };
+    let width = match &destination {
+        Destination::File(..) => None,
+        Destination::Stdout => terminal_width(std::io::stdout().as_fd()),
+        Destination::Stderr => terminal_width(std::io::stderr().as_fd()),
+    };
+    let format: Format = output.format.into();
+    let wide = output.wide
+        || match format {
+            Format::Markdown => false,
+            _ => width.is_none_or(|w| w >= auditor::report::WIDE_COLUMNS),
+        };
+    let layout = Layout {
+        per_process: output.per_process,
+        wide,
+    };
     let (mut out, name): (Box<dyn Write>, String) = match destination {
         Destination::File(path, file) => (Box::new(file), path.display().to_string()),
         Destination::Stdout => (Box::new(std::io::stdout().lock()), "stdout".into()),
         Destination::Stderr => (Box::new(std::io::stderr().lock()), "stderr".into()),
     };
     report
-        .render(output.format.into(), output.per_process, &mut out)
+        .render(format, layout, &mut out)
         .and_then(|()| out.flush())
         .with_context(|| format!("writing the report to {name}"))
 }

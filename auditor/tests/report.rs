@@ -309,3 +309,48 @@ fn text_for_a_mail_reply() {
         );
     }
 }
+
+/// The Markdown report is a valid table to a real Markdown parser: every row has the
+/// header's cells, and a `|` in a process name stays inside its cell.
+#[test]
+fn markdown_tables_parse_as_tables() {
+    use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("pipe.log");
+    std::fs::write(&log, "101<a|b> poll([{fd=-1}], 1, 0) = 0 (Timeout)\n").unwrap();
+    let mut args: Vec<&std::ffi::OsStr> = vec!["ingest".as_ref(), "--per-process".as_ref()];
+    args.extend(["--group-by", "program", "--format", "markdown"].map(std::ffi::OsStr::new));
+    args.push(log.as_os_str());
+    let output = auditor(&args);
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    let (mut tables, mut cells, mut rows) = (0, Vec::new(), Vec::<Vec<String>>::new());
+    let mut cell = String::new();
+    for event in Parser::new_ext(&text, Options::ENABLE_TABLES) {
+        match event {
+            Event::Start(Tag::Table(_)) => {
+                tables += 1;
+                rows.clear();
+            }
+            Event::Start(Tag::TableCell) => cell.clear(),
+            Event::Text(t) | Event::Code(t) => cell.push_str(&t),
+            Event::End(TagEnd::TableCell) => cells.push(cell.clone()),
+            Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
+                rows.push(std::mem::take(&mut cells))
+            }
+            Event::End(TagEnd::Table) => {
+                let width = rows[0].len();
+                assert!(
+                    rows.len() > 1 && rows.iter().all(|r| r.len() == width),
+                    "{rows:?}"
+                );
+                if rows[0][0] == "pid" {
+                    assert!(rows.iter().any(|r| r[1] == "a|b"), "{rows:?}");
+                }
+            }
+            _ => {}
+        }
+    }
+    // A table per kernel file, per program and per process.
+    assert_eq!(tables, 4 + 1 + 1, "{text}");
+}

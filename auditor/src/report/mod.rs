@@ -63,6 +63,19 @@ pub struct SiteRow {
 /// report is of, and what re-reading it needs).
 pub const JSON_VERSION: u32 = 2;
 
+/// How tables are laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// Rows per process too.
+    pub per_process: bool,
+    /// Every column in the site tables; else each site's condition goes below its table,
+    /// so that a table fits a terminal under [`WIDE_COLUMNS`] or a commit message.
+    pub wide: bool,
+}
+
+/// The narrowest terminal that gets the conditions inside the site tables.
+pub const WIDE_COLUMNS: u16 = 160;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Table,
@@ -440,12 +453,12 @@ impl Report {
     pub fn render(
         &self,
         format: Format,
-        per_process: bool,
+        layout: Layout,
         out: &mut dyn Write,
     ) -> std::io::Result<()> {
         match format {
-            Format::Table => write_table(self, per_process, out),
-            Format::Markdown => write_markdown(self, per_process, out),
+            Format::Table => write_table(self, layout, out),
+            Format::Markdown => write_markdown(self, layout, out),
             Format::Json => write_json(self, out),
             Format::Text => text::write_text(self, out),
         }

@@ -10,7 +10,7 @@ use tabled::{
     },
 };
 
-use super::{Report, SiteReport, SiteRow, escape_markdown_cell, escape_text, percent};
+use super::{Layout, Report, SiteReport, SiteRow, escape_markdown_cell, escape_text, percent};
 use crate::kernel_src::TreeHint;
 use crate::readiness::{Hint, SiteInfo};
 
@@ -20,16 +20,12 @@ enum Flavour {
     Markdown,
 }
 
-pub fn write_table(report: &Report, per_process: bool, out: &mut dyn Write) -> std::io::Result<()> {
-    write(report, per_process, Flavour::Text, out)
+pub fn write_table(report: &Report, layout: Layout, out: &mut dyn Write) -> std::io::Result<()> {
+    write(report, layout, Flavour::Text, out)
 }
 
-pub fn write_markdown(
-    report: &Report,
-    per_process: bool,
-    out: &mut dyn Write,
-) -> std::io::Result<()> {
-    write(report, per_process, Flavour::Markdown, out)
+pub fn write_markdown(report: &Report, layout: Layout, out: &mut dyn Write) -> std::io::Result<()> {
+    write(report, layout, Flavour::Markdown, out)
 }
 
 /// Text for `flavour`, safe to print: cells and notes hold names from traced programs.
@@ -53,7 +49,10 @@ fn styled(builder: Builder, flavour: Flavour, numeric: &[usize]) -> String {
     for &column in numeric {
         table.modify(Columns::one(column), Alignment::right());
     }
-    table.to_string()
+    // The last column's padding would end every line in spaces.
+    let text = table.to_string();
+    let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+    lines.join("\n")
 }
 
 /// The catalogue as a table, one row per site.
@@ -127,7 +126,7 @@ fn hint_text(info: &SiteInfo) -> String {
     }
 }
 
-fn site_row(site: &SiteReport) -> [String; 10] {
+fn site_row(site: &SiteReport, wide: bool) -> Vec<String> {
     let verdict = &site.verdict;
     let hint = match site.proposed_hint {
         Some(hint) => format!("{} (proposed)", hint.name()),
@@ -149,7 +148,7 @@ fn site_row(site: &SiteReport) -> [String; 10] {
             "-".to_string()
         }
     };
-    [
+    let mut row = vec![
         site.info.id.to_string(),
         site.info.function.to_string(),
         site.info.condition.to_string(),
@@ -160,15 +159,26 @@ fn site_row(site: &SiteReport) -> [String; 10] {
         site.taken_share.map_or_else(|| "-".to_string(), percent),
         interval,
         verdict.label(),
-    ]
+    ];
+    if !wide {
+        for column in NARROW_DROPS {
+            row.remove(column);
+        }
+    }
+    row
 }
+
+/// The columns a site table drops when it is not wide, last first: the share taken (the
+/// interval says more), the condition and the function (both go below the table).
+const NARROW_DROPS: [usize; 3] = [7, 2, 1];
 
 fn write(
     report: &Report,
-    per_process: bool,
+    layout: Layout,
     flavour: Flavour,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
+    let Layout { per_process, wide } = layout;
     let calls: Vec<String> = report
         .calls
         .iter()
@@ -198,8 +208,7 @@ fn write(
         }
     }
     for file in files {
-        let mut sites = Builder::default();
-        sites.push_record([
+        let mut header = vec![
             "site",
             "function",
             "condition",
@@ -210,12 +219,34 @@ fn write(
             "taken %",
             "mispredicted (95%)",
             "verdict",
-        ]);
-        for site in report.sites.iter().filter(|s| s.info.file == file) {
-            sites.push_record(site_row(site));
+        ];
+        let mut numeric = vec![4, 5, 6, 7];
+        if !wide {
+            for column in NARROW_DROPS {
+                header.remove(column);
+            }
+            numeric = vec![2, 3, 4];
+        }
+        let mut sites = Builder::default();
+        sites.push_record(header);
+        let shown: Vec<&SiteReport> = report
+            .sites
+            .iter()
+            .filter(|s| s.info.file == file)
+            .collect();
+        for site in &shown {
+            sites.push_record(site_row(site, wide));
         }
         writeln!(out, "{heading}{file}{heading}\n")?;
-        writeln!(out, "{}\n", styled(sites, flavour, &[4, 5, 6, 7]))?;
+        writeln!(out, "{}\n", styled(sites, flavour, &numeric))?;
+        if !wide {
+            for site in &shown {
+                let condition = escaped(site.info.condition, Flavour::Text);
+                let (id, function) = (site.info.id, site.info.function);
+                writeln!(out, "- `{id}` ({function}) is taken when {condition}")?;
+            }
+            writeln!(out)?;
+        }
     }
 
     if !report.programs.is_empty() {
