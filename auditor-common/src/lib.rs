@@ -163,7 +163,10 @@ impl Evaluation {
 /// observer could not decide; they are never dropped or guessed.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "user", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "user",
+    derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)
+)]
 pub struct Counts {
     pub taken: u64,
     pub not_taken: u64,

@@ -16,7 +16,7 @@ pub const CANDIDATE_BELOW: f64 = 0.01;
 /// z for a two-sided 95% interval.
 const Z95: f64 = 1.959_963_984_540_054;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
     Holds,
@@ -46,7 +46,7 @@ impl VerdictKind {
 }
 
 /// A verdict and the interval it rests on.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Verdict {
     pub kind: VerdictKind,
     /// Bounds of the share of evaluations against the hint (for an unhinted site: in the
@@ -138,7 +138,7 @@ fn bounds(against: u64, counts: &Counts) -> (f64, f64) {
 }
 
 /// A direction of a branch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Arm {
     Taken,

@@ -20,7 +20,7 @@ use auditor_common::{Counts, Evaluation, SITE_COUNT, Site};
 use serde::Serialize;
 
 /// A branch hint as written in the kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Hint {
     Likely,
@@ -53,7 +53,7 @@ impl Hint {
 }
 
 /// What one evaluation of a site is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
     Call,
@@ -76,7 +76,7 @@ impl Unit {
 }
 
 /// Where the probe decides a site.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Decided {
     /// From the arguments and user memory at entry.
@@ -124,7 +124,7 @@ pub const fn written_negated(text: &'static str) -> Fragment {
 }
 
 /// Everything known about a site besides its counts.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct SiteInfo {
     #[serde(skip)]
     pub site: Site,

@@ -21,7 +21,7 @@ use crate::{
 };
 
 pub use escape::{escape_markdown_cell, escape_text};
-pub use json::write_json;
+pub use json::{json_schema, write_json};
 pub use table::{write_markdown, write_sites_table, write_table};
 
 /// The catalogue: every site's declaration, with where the probe decides it and, given a
@@ -85,7 +85,7 @@ pub enum Format {
     Text,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct SiteReport {
     #[serde(flatten)]
     pub info: &'static SiteInfo,
@@ -110,14 +110,14 @@ pub struct SiteReport {
 }
 
 /// Evaluations of a site's rare arm made by one piece of code.
-#[derive(Debug, PartialEq, Eq, Serialize)]
+#[derive(Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RareCaller {
     pub caller: String,
     pub evaluations: u64,
 }
 
 /// Counts of a site per calling code (`strace -k`).
-#[derive(Debug, Serialize, serde::Deserialize)]
+#[derive(Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct CallerReport {
     pub site: String,
     pub caller: String,
@@ -126,7 +126,7 @@ pub struct CallerReport {
 }
 
 /// A process's evaluations of a site's rare arm.
-#[derive(Debug, PartialEq, Eq, Serialize)]
+#[derive(Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RareSource {
     pub pid: u32,
     pub comm: String,
@@ -167,7 +167,7 @@ impl std::str::FromStr for Proposal {
     }
 }
 
-#[derive(Debug, Serialize, serde::Deserialize)]
+#[derive(Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ProcessReport {
     pub pid: u32,
     pub comm: String,
@@ -176,7 +176,7 @@ pub struct ProcessReport {
     pub counts: Counts,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Report {
     pub version: u32,
     /// Where the counts came from (`ebpf`, `strace`; joined with `+` when merged).

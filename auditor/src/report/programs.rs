@@ -16,7 +16,7 @@ use crate::{
 };
 
 /// One program's counts and verdicts.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ProgramReport {
     /// The name its processes had, as `ps` shows it.
     pub program: String,
@@ -27,7 +27,7 @@ pub struct ProgramReport {
 }
 
 /// A program's counts of one site, and the verdict they give alone.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ProgramSite {
     pub id: &'static str,
     #[serde(flatten)]

@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// Where and how one run's counts were taken.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Run {
     pub auditor_version: String,
     /// The catalogue the counts are of ([`readiness::catalogue_version`]).
@@ -61,7 +61,7 @@ impl Run {
 }
 
 /// One row of counts of a site, by its id.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SiteCounts {
     pub site: String,
     #[serde(flatten)]
