@@ -90,6 +90,10 @@ struct OutputArgs {
     /// shows them); the pooled verdict's notes say when one program decides it.
     #[arg(long, value_enum, value_name = "WHAT")]
     group_by: Option<GroupBy>,
+    /// Also draw the report as a picture into FILE (SVG): per site, the rare arm's share
+    /// with its 95% interval on a log axis, the 10% bar marked.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
     /// Keep every column in the tables. Without it, each site's condition goes below its
     /// table in Markdown and on a terminal narrower than 160 columns.
     #[arg(long)]
@@ -318,6 +322,9 @@ fn print_report(
         .with_proposals(&output.propose)
         .only(&output.sites)
         .by_program(output.group_by == Some(GroupBy::Program));
+    if let Some(path) = &output.svg {
+        auditor::report::svg::write_svg(&report, path)?;
+    }
     // Tables fit the terminal they go to; a file keeps every column, a commit message not.
     let terminal_width = |fd: std::os::fd::BorrowedFd<'_>| {
         terminal_size::terminal_size_of(fd).map(|(terminal_size::Width(w), _)| w)

@@ -354,3 +354,73 @@ fn markdown_tables_parse_as_tables() {
     // A table per kernel file, per program and per process.
     assert_eq!(tables, 4 + 1 + 1, "{text}");
 }
+
+/// `--svg FILE`: valid SVG with one mark per shown site (and per program with
+/// `--group-by`), that renders to a picture with something on it.
+#[test]
+fn the_picture_has_a_mark_per_site_and_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("report.svg");
+    let log = fixture("http-server-curl.log");
+    for group in [false, true] {
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["ingest".as_ref(), "--format".as_ref(), "json".as_ref()];
+        if group {
+            args.extend(["--group-by", "program"].map(std::ffi::OsStr::new));
+        }
+        args.extend([
+            std::ffi::OsStr::new("--svg"),
+            svg.as_os_str(),
+            log.as_os_str(),
+        ]);
+        let report = json(&auditor(&args));
+        let shown = report["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| {
+                s["measured"] == true
+                    && s["taken"].as_u64().unwrap()
+                        + s["not_taken"].as_u64().unwrap()
+                        + s["unreadable"].as_u64().unwrap()
+                        > 0
+            })
+            .count();
+        let per_program: usize = report["programs"].as_array().map_or(0, |programs| {
+            programs
+                .iter()
+                .map(|p| p["sites"].as_array().unwrap().len())
+                .sum()
+        });
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert_eq!(
+            text.matches("<circle").count(),
+            shown + per_program,
+            "group: {group}"
+        );
+        assert!(text.contains("poll.fd_negative") && text.contains("10% bar"));
+        // A real SVG parser reads it, and the rendered pixels are not all white.
+        let mut options = resvg::usvg::Options::default();
+        options.fontdb_mut().load_system_fonts();
+        options.fontdb_mut().set_sans_serif_family("DejaVu Sans");
+        let tree = resvg::usvg::Tree::from_str(&text, &options).unwrap();
+        let size = tree.size().to_int_size();
+        let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height()).unwrap();
+        resvg::render(
+            &tree,
+            resvg::tiny_skia::Transform::default(),
+            &mut pixmap.as_mut(),
+        );
+        let inked = pixmap
+            .pixels()
+            .iter()
+            .filter(|p| p.red() < 128 || p.green() < 128)
+            .count();
+        assert!(inked > 1000, "only {inked} dark pixels");
+        if let Some(keep) = std::env::var_os("AUDITOR_KEEP_PNG") {
+            pixmap
+                .save_png(Path::new(&keep).join(format!("report-{group}.png")))
+                .unwrap();
+        }
+    }
+}

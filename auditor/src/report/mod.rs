@@ -5,6 +5,7 @@ mod escape;
 mod json;
 pub mod programs;
 pub mod saved;
+pub mod svg;
 mod table;
 mod text;
 
