@@ -359,6 +359,17 @@ static NAME_TABLE: [Option<u8>; NAME_SLOTS] = {
 /// Number of followed syscalls.
 pub const SYSCALL_COUNT: usize = 26;
 
+/// Longest executable path the probe keeps (with its NUL); a longer one is cut.
+pub const EXE_LEN: usize = 256;
+
+/// A process by id and name (as `ps` shows it), as `maps::EXES` keys its executable.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ExeKey {
+    pub pid: u32,
+    pub comm: [u8; COMM_LEN],
+}
+
 /// Names of the probe's load-time globals, set by the loader with `override_global`.
 pub mod globals {
     /// u32: the auditor's own process id, never counted.
@@ -375,6 +386,8 @@ pub mod globals {
     pub const FORK_CHILD_PID_OFFSET: &str = "FORK_CHILD_PID_OFFSET";
     /// u32: offset of `old_pid` in the `sched_process_exec` record on this kernel.
     pub const EXEC_OLD_PID_OFFSET: &str = "EXEC_OLD_PID_OFFSET";
+    /// u32: offset of `filename` (a `__data_loc`) in the `sched_process_exec` record.
+    pub const EXEC_FILENAME_OFFSET: &str = "EXEC_FILENAME_OFFSET";
     /// [`crate::TaskOffsets`]: where the task state the probe reads lies in this kernel's
     /// structs, from its BTF (all zero: unknown, and the sites that need it undecided).
     pub const TASK_OFFSETS: &str = "TASK_OFFSETS";
@@ -419,6 +432,10 @@ pub mod maps {
     pub const CALLS: &str = "CALLS";
     pub const TRACED: &str = "TRACED";
     pub const COMMS: &str = "COMMS";
+    /// The executable each traced process exec'd, by [`crate::ExeKey`].
+    pub const EXES: &str = "EXES";
+    /// Entries of `EXES`: exec'd programs remembered in a session.
+    pub const EXES_CAPACITY: u32 = 8192;
     /// Entries of `TRACED`: processes followed at once.
     pub const TRACED_CAPACITY: u32 = 65_536;
     /// Entries of `COMMS`: names given with `--comm` and `--thread-comm` together.
@@ -442,6 +459,8 @@ mod pod {
     unsafe impl aya::Pod for super::Counts {}
     // SAFETY: as above (u32, u32, [u8; 16]: no padding).
     unsafe impl aya::Pod for super::CountKey {}
+    // SAFETY: as above (u32, [u8; 16]: no padding).
+    unsafe impl aya::Pod for super::ExeKey {}
     // SAFETY: thirteen u32, no padding.
     unsafe impl aya::Pod for super::TaskOffsets {}
 }

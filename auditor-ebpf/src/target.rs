@@ -5,11 +5,11 @@
 //! thread group has exited, before the kernel can give the pid to another process, so a
 //! reused pid is never counted as the target's.
 
-use auditor_common::{COMM_LEN, comm_match, maps};
+use auditor_common::{COMM_LEN, EXE_LEN, ExeKey, comm_match, maps};
 use aya_ebpf::{
     EbpfContext,
     macros::{map, tracepoint},
-    maps::HashMap,
+    maps::{HashMap, PerCpuArray},
     programs::TracePointContext,
 };
 
@@ -29,11 +29,21 @@ static EXEC_TARGET: u32 = 0;
 static FORK_CHILD_PID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static EXEC_OLD_PID_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static EXEC_FILENAME_OFFSET: u32 = 0;
 
 /// Process ids (tgids) whose syscalls are counted; for a moment after a clone, also the
 /// ids of new threads (see `process_fork`).
 #[map]
 static TRACED: HashMap<u32, u8> = HashMap::with_max_entries(maps::TRACED_CAPACITY, 0);
+
+/// The executable each traced process exec'd, by pid and its new name.
+#[map]
+static EXES: HashMap<ExeKey, [u8; EXE_LEN]> = HashMap::with_max_entries(maps::EXES_CAPACITY, 0);
+
+/// Room to read an executable's path into: too large for the BPF stack.
+#[map]
+static EXE_SCRATCH: PerCpuArray<[u8; EXE_LEN]> = PerCpuArray::with_max_entries(1, 0);
 
 /// Command names whose processes are counted, with `comm_match` flags.
 #[map]
@@ -122,6 +132,9 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
     if target != 0 && tgid == target {
         trace_process(target);
     }
+    if is_traced() {
+        note_exe(&ctx, tgid);
+    }
     let offset = global(&EXEC_OLD_PID_OFFSET) as usize;
     // SAFETY: the loader read the offset of old_pid from this kernel's format file.
     if let Ok(old_pid) = unsafe { ctx.read_at::<u32>(offset) }
@@ -130,6 +143,35 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
         let _ = TRACED.remove(old_pid);
     }
     0
+}
+
+/// Remembers the path the current process exec'd (the record's `filename`), under its
+/// pid and new name, for the report's per-process rows.
+fn note_exe(ctx: &TracePointContext, pid: u32) {
+    let offset = global(&EXEC_FILENAME_OFFSET) as usize;
+    // SAFETY: the loader read the offset of the filename's __data_loc from this kernel's
+    // format file: its low 16 bits are where the string lies in the record.
+    let Ok(location) = (unsafe { ctx.read_at::<u32>(offset) }) else {
+        return;
+    };
+    let Some(path) = EXE_SCRATCH.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's slot of a per-CPU array; this program is not re-entered on it.
+    let path = unsafe { &mut *path };
+    let start = ctx.as_ptr() as usize + (location & 0xffff) as usize;
+    // SAFETY: a bounded, checked read of the record's string.
+    if unsafe { aya_ebpf::helpers::bpf_probe_read_kernel_str_bytes(start as *const u8, path) }
+        .is_err()
+    {
+        return;
+    }
+    let Some(comm) =
+        crate::task::leader_comm().or_else(|| aya_ebpf::helpers::bpf_get_current_comm().ok())
+    else {
+        return;
+    };
+    let _ = EXES.insert(ExeKey { pid, comm }, path, 0);
 }
 
 /// `sched:sched_process_exit` runs in each exiting task before its id is freed: a thread's

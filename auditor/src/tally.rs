@@ -23,6 +23,8 @@ pub struct Tally {
     callers: BTreeMap<(Site, String), Counts>,
     /// Probe runs the kernel skipped (another BPF program ran on that CPU).
     missed_probe_runs: u64,
+    /// The executable each process exec'd, when the source saw it.
+    exes: BTreeMap<Process, String>,
 }
 
 impl Tally {
@@ -43,6 +45,16 @@ impl Tally {
         if calls > 0 {
             *self.calls.entry(syscall.name()).or_default() += calls;
         }
+    }
+
+    /// Notes the executable `process` ran (the first one noted stays).
+    pub fn set_exe(&mut self, process: Process, exe: &str) {
+        self.exes.entry(process).or_insert_with(|| exe.to_string());
+    }
+
+    /// The executable `process` ran, if the source saw its exec.
+    pub fn exe(&self, process: &Process) -> Option<&str> {
+        self.exes.get(process).map(String::as_str)
     }
 
     pub fn add_missed_probe_runs(&mut self, runs: u64) {
@@ -122,6 +134,9 @@ impl Tally {
             self.add_caller(site, caller, counts);
         }
         self.missed_probe_runs += other.missed_probe_runs;
+        for (process, exe) in &other.exes {
+            self.set_exe(process.clone(), exe);
+        }
     }
 }
 

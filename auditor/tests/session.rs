@@ -289,3 +289,35 @@ fn a_tracefs_this_user_cannot_read_is_named_as_such() {
         "{stderr}"
     );
 }
+
+/// The probe names the executable each process exec'd in its per-process rows.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn per_process_rows_name_the_executable() {
+    require_privileges();
+    let script = format!("{WORKLOAD} poll:2:4:1; true");
+    let report = common::json_report(&[
+        "trace".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--per-process".as_ref(),
+        "--".as_ref(),
+        "sh".as_ref(),
+        "-c".as_ref(),
+        script.as_ref(),
+    ]);
+    let rows = report["processes"].as_array().unwrap();
+    let workload: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| r["comm"] == WORKLOAD_COMM).collect();
+    assert!(!workload.is_empty(), "{rows:?}");
+    assert!(
+        workload.iter().all(|r| r["exe"] == WORKLOAD),
+        "{workload:?}"
+    );
+    assert!(
+        rows.iter()
+            .filter(|r| r["comm"] == "sh")
+            .all(|r| r["exe"].as_str().is_some_and(|exe| exe.ends_with("/sh"))),
+        "{rows:?}"
+    );
+}

@@ -176,3 +176,23 @@ fn the_report_does_not_share_the_commands_stdout() {
         "{stderr}"
     );
 }
+
+/// Per-process rows name the executable each process ran (from its execve).
+#[test]
+fn per_process_rows_name_the_executable() {
+    let report = common::json_report(&[
+        "strace".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--per-process".as_ref(),
+        "--".as_ref(),
+        common::WORKLOAD.as_ref(),
+        "poll:2:4:1".as_ref(),
+    ]);
+    let rows = report["processes"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    for row in rows {
+        assert_eq!(row["comm"], common::WORKLOAD_COMM);
+        assert_eq!(row["exe"], common::WORKLOAD, "{row}");
+    }
+}

@@ -172,6 +172,9 @@ impl std::str::FromStr for Proposal {
 pub struct ProcessReport {
     pub pid: u32,
     pub comm: String,
+    /// The executable it ran, when the source saw it exec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
     pub site: String,
     #[serde(flatten)]
     pub counts: Counts,
@@ -304,6 +307,7 @@ impl Report {
             .map(|(process, site, counts)| ProcessReport {
                 pid: process.pid,
                 comm: process.comm.clone(),
+                exe: tally.exe(process).map(str::to_string),
                 site: readiness::info(site).id.to_string(),
                 counts: *counts,
             })

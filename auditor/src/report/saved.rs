@@ -158,6 +158,9 @@ pub fn read(path: &Path) -> Result<Loaded, SavedError> {
             pid: row.pid,
             comm: row.comm.clone(),
         };
+        if let Some(exe) = &row.exe {
+            tally.set_exe(process.clone(), exe);
+        }
         tally.add(process, site_of(&row.site, &file)?, &row.counts);
     }
     for row in &saved.unattributed {

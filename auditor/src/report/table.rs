@@ -285,18 +285,27 @@ fn write(
 
     if per_process && !report.processes.is_empty() {
         let mut processes = Builder::default();
-        processes.push_record(["pid", "comm", "site", "taken", "not taken", "unreadable"]);
+        processes.push_record([
+            "pid",
+            "comm",
+            "exe",
+            "site",
+            "taken",
+            "not taken",
+            "unreadable",
+        ]);
         for row in &report.processes {
             processes.push_record([
                 row.pid.to_string(),
                 row.comm.clone(),
+                row.exe.clone().unwrap_or_else(|| "-".into()),
                 row.site.clone(),
                 row.counts.taken.to_string(),
                 row.counts.not_taken.to_string(),
                 row.counts.unreadable.to_string(),
             ]);
         }
-        writeln!(out, "{}", styled(processes, flavour, &[0, 3, 4, 5]))?;
+        writeln!(out, "{}", styled(processes, flavour, &[0, 4, 5, 6]))?;
     }
 
     if !report.notes.is_empty() {

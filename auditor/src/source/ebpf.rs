@@ -4,7 +4,8 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use auditor_common::{
-    COMM_LEN, CountKey, Counts, Site, Syscall, TaskOffsets, comm_match, globals, maps,
+    COMM_LEN, CountKey, Counts, EXE_LEN, ExeKey, Site, Syscall, TaskOffsets, comm_match, globals,
+    maps,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -207,6 +208,7 @@ impl Probe {
         tracefs::ensure_mounted()?;
         let fork_child_pid = tracefs::field_offset("sched", "sched_process_fork", "child_pid")?;
         let exec_old_pid = tracefs::field_offset("sched", "sched_process_exec", "old_pid")?;
+        let exec_filename = tracefs::field_offset("sched", "sched_process_exec", "filename")?;
 
         let flag = |on: bool| u32::from(on);
         let auditor_pid = std::process::id();
@@ -218,6 +220,7 @@ impl Probe {
             |offset: usize| u32::try_from(offset).map_err(|e| Error::Probe(e.to_string()));
         let fork_offset = record_offset(fork_child_pid)?;
         let exec_offset = record_offset(exec_old_pid)?;
+        let filename_offset = record_offset(exec_filename)?;
         let (task_offsets, task_state_error) = match task_offsets() {
             Ok(offsets) => (offsets, None),
             Err(why) => (TaskOffsets::default(), Some(why)),
@@ -230,6 +233,7 @@ impl Probe {
             .override_global(globals::EXEC_TARGET, &exec_target, true)
             .override_global(globals::FORK_CHILD_PID_OFFSET, &fork_offset, true)
             .override_global(globals::EXEC_OLD_PID_OFFSET, &exec_offset, true)
+            .override_global(globals::EXEC_FILENAME_OFFSET, &filename_offset, true)
             .override_global(globals::TASK_OFFSETS, &task_offsets, true)
             .load(PROBE_ELF)
             .map_err(|e| Error::Probe(format!("loading the probe: {e}")))?;
@@ -424,6 +428,17 @@ impl Probe {
                 .get(&(syscall as u32), 0)
                 .map_err(|e| map_error(maps::CALLS, e))?;
             tally.add_calls(syscall, per_cpu.iter().sum());
+        }
+        let exes: HashMap<&MapData, ExeKey, [u8; EXE_LEN]> =
+            HashMap::try_from(map(maps::EXES)?).map_err(|e| map_error(maps::EXES, e))?;
+        for entry in exes.iter() {
+            let (key, path) = entry.map_err(|e| map_error(maps::EXES, e))?;
+            let end = path.iter().position(|&b| b == 0).unwrap_or(EXE_LEN);
+            let process = Process {
+                pid: key.pid,
+                comm: comm_string(&key.comm),
+            };
+            tally.set_exe(process, &String::from_utf8_lossy(&path[..end]));
         }
         Ok(tally)
     }

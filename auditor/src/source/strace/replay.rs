@@ -92,6 +92,8 @@ pub struct Replay {
     callers: BTreeMap<(Site, String), Counts>,
     /// Successful `execve` calls: a live strace of a command shows that it started.
     execs: u64,
+    /// The executable each (thread, name) exec'd.
+    exes: BTreeMap<(u32, String), String>,
 }
 
 impl Replay {
@@ -102,6 +104,21 @@ impl Replay {
         let Some(syscall) = Syscall::from_name(record.name) else {
             if record.name == "execve" && record.ret == Some(0) {
                 self.execs += 1;
+                // `execve("/usr/bin/ssh", [...], ...)`: the path, as strace quotes it. The
+                // line names the thread as it was before; after the exec the kernel names
+                // it after the path's last part, cut to 15 bytes.
+                if let (Some(tid), Some(path)) =
+                    (record.pid, decode::split_args(record.args).next())
+                {
+                    let path = path.trim_matches('"');
+                    let base = path.rsplit('/').next().unwrap_or(path);
+                    let mut end = base.len().min(15);
+                    while !base.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    self.exes
+                        .insert((tid, base[..end].to_string()), path.to_string());
+                }
             }
             self.note_thread(record);
             return;
@@ -386,6 +403,7 @@ impl Replay {
             *calls += other;
         }
         self.execs += other.execs;
+        self.exes.extend(other.exes);
         self.unparsed.merge(other.unparsed, offset);
         self.undecodable.merge(other.undecodable, offset);
         self.no_end.merge(other.no_end, offset);
@@ -403,6 +421,13 @@ impl Replay {
 
     pub fn tally(&self) -> Tally {
         let mut tally = Tally::default();
+        for ((tid, comm), exe) in &self.exes {
+            let process = Process {
+                pid: self.process_of(*tid),
+                comm: comm.clone(),
+            };
+            tally.set_exe(process, exe);
+        }
         for syscall in Syscall::ALL {
             tally.add_calls(syscall, self.calls[syscall as usize]);
         }
