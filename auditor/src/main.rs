@@ -87,7 +87,8 @@ struct OutputArgs {
     #[arg(long)]
     per_process: bool,
     /// Give a verdict per program too (its processes and threads together, named as `ps`
-    /// shows them); the pooled verdict's notes say when one program decides it.
+    /// shows them), or per host or source of merged reports; the pooled verdict's notes
+    /// say when one group decides it.
     #[arg(long, value_enum, value_name = "WHAT")]
     group_by: Option<GroupBy>,
     /// Also draw the report as a picture into FILE (SVG): per site, the rare arm's share
@@ -170,7 +171,12 @@ struct SitesArgs {
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum GroupBy {
+    /// Per process name, as `ps` shows it.
     Program,
+    /// Per host a run was taken on (of merged reports).
+    Host,
+    /// Per source that counted (of merged reports).
+    Source,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -321,7 +327,11 @@ fn print_report(
     let report = report
         .with_proposals(&output.propose)
         .only(&output.sites)
-        .by_program(output.group_by == Some(GroupBy::Program));
+        .grouped(output.group_by.map(|by| match by {
+            GroupBy::Program => auditor::report::groups::GroupBy::Program,
+            GroupBy::Host => auditor::report::groups::GroupBy::Host,
+            GroupBy::Source => auditor::report::groups::GroupBy::Source,
+        }));
     if let Some(path) = &output.svg {
         auditor::report::svg::write_svg(&report, path)?;
     }

@@ -234,9 +234,10 @@ fn verdicts_per_program() {
         "program".as_ref(),
         http.as_os_str(),
     ]));
-    assert_eq!(from_log["programs"], from_saved["programs"]);
-    let programs = from_log["programs"].as_array().unwrap();
-    let curl = programs.iter().find(|p| p["program"] == "curl").unwrap();
+    assert_eq!(from_log["grouped_by"], "program");
+    assert_eq!(from_log["groups"], from_saved["groups"]);
+    let programs = from_log["groups"].as_array().unwrap();
+    let curl = programs.iter().find(|p| p["name"] == "curl").unwrap();
     // Three curl processes, one program; their polls add up.
     assert_eq!(curl["pids"].as_array().unwrap().len(), 3);
     let poll = curl["sites"]
@@ -386,7 +387,7 @@ fn the_picture_has_a_mark_per_site_and_renders() {
                         > 0
             })
             .count();
-        let per_program: usize = report["programs"].as_array().map_or(0, |programs| {
+        let per_program: usize = report["groups"].as_array().map_or(0, |programs| {
             programs
                 .iter()
                 .map(|p| p["sites"].as_array().unwrap().len())
@@ -422,5 +423,62 @@ fn the_picture_has_a_mark_per_site_and_renders() {
                 .save_png(Path::new(&keep).join(format!("report-{group}.png")))
                 .unwrap();
         }
+    }
+}
+
+/// Merged reports group by host and by source: each input's runs give its group.
+#[test]
+fn merged_reports_group_by_host_and_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let ssh = saved(dir.path(), "ssh.json", &["ssh.log"]);
+    let http = saved(dir.path(), "http.json", &["http-server-curl.log"]);
+    // The same report as if taken on another host, by the probe.
+    let text = std::fs::read_to_string(&http).unwrap();
+    let host = serde_json::from_str::<serde_json::Value>(&text).unwrap()["runs"][0]["host"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let elsewhere = dir.path().join("elsewhere.json");
+    let moved = text
+        .replace(&format!("\"host\": \"{host}\""), "\"host\": \"db-7\"")
+        .replace("\"source\": \"strace\"", "\"source\": \"ebpf\"");
+    std::fs::write(&elsewhere, moved).unwrap();
+    for (by, names) in [
+        ("host", ["db-7", host.as_str()]),
+        ("source", ["ebpf", "strace"]),
+    ] {
+        let report = json(&auditor(&[
+            "report".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            "--group-by".as_ref(),
+            by.as_ref(),
+            ssh.as_os_str(),
+            elsewhere.as_os_str(),
+        ]));
+        assert_eq!(report["grouped_by"], by);
+        let groups = report["groups"].as_array().unwrap();
+        let mut got: Vec<&str> = groups.iter().map(|g| g["name"].as_str().unwrap()).collect();
+        got.sort_unstable();
+        let mut want = names.to_vec();
+        want.sort_unstable();
+        assert_eq!(got, want, "{by}");
+        // The moved report's group holds exactly its counts.
+        let moved = groups.iter().find(|g| g["name"] == names[0]).unwrap();
+        let close = moved["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "close.ok")
+            .unwrap();
+        let alone: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let alone = alone["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "close.ok")
+            .unwrap()
+            .clone();
+        assert_eq!(close["taken"], alone["taken"], "{by}");
     }
 }

@@ -2,8 +2,8 @@
 //! here once; renderers only format.
 
 mod escape;
+pub mod groups;
 mod json;
-pub mod programs;
 pub mod saved;
 pub mod svg;
 mod table;
@@ -204,11 +204,16 @@ pub struct Report {
     pub missed_probe_runs: u64,
     /// The source's own notes (kept to render a saved report again).
     pub source_notes: Vec<String>,
-    /// With `--group-by program`: counts and verdicts per program.
+    /// With `--group-by`: what the groups are of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grouped_by: Option<groups::GroupBy>,
+    /// With `--group-by`: counts and verdicts per group.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub programs: Vec<programs::ProgramReport>,
+    pub groups: Vec<groups::GroupReport>,
+    /// The process rows of each input (one for a session; one per file for merged
+    /// reports), with its runs' hosts and sources: what `--group-by host|source` groups.
     #[serde(skip)]
-    group_by_program: bool,
+    parts: Vec<Part>,
     /// What the reader must know to trust the numbers.
     pub notes: Vec<String>,
     /// The notes before the sites' own (the source's, how counts are taken) and after
@@ -256,10 +261,16 @@ impl Report {
 
     /// A report of saved reports, read (and merged) again.
     pub fn of_saved(loaded: &saved::Loaded) -> Report {
-        Report::of_runs(loaded.runs.clone(), &loaded.tally, |site| {
+        let mut report = Report::of_runs(loaded.runs.clone(), &loaded.tally, |site| {
             loaded.measured.contains(&site)
         })
-        .with_notes(loaded.notes.clone())
+        .with_notes(loaded.notes.clone());
+        report.parts = loaded
+            .parts
+            .iter()
+            .map(|(runs, tally)| Part::of(runs, tally))
+            .collect();
+        report
     }
 
     /// A report of `tally`, the counts of `runs`.
@@ -345,12 +356,14 @@ impl Report {
                 .collect(),
             missed_probe_runs: tally.missed_probe_runs(),
             source_notes: Vec::new(),
-            programs: Vec::new(),
-            group_by_program: false,
+            grouped_by: None,
+            groups: Vec::new(),
+            parts: Vec::new(),
             notes: Vec::new(),
             leading_notes,
             trailing_notes,
         };
+        report.parts = vec![Part::of(&report.runs, tally)];
         report.refresh_rare_sources();
         report.refresh_notes();
         report
@@ -419,23 +432,43 @@ impl Report {
     }
 
     fn refresh_notes(&mut self) {
-        if self.group_by_program {
-            let rows = self
-                .processes
-                .iter()
-                .map(|p| (p.pid, p.comm.as_str(), p.site.as_str(), &p.counts));
-            self.programs = programs::programs(&self.sites, rows);
-        }
+        let shown: Vec<&str> = self.sites.iter().map(|s| s.info.id).collect();
+        self.groups = match self.grouped_by {
+            None => Vec::new(),
+            Some(groups::GroupBy::Program) => {
+                let rows = self.processes.iter();
+                let rows = rows.map(|p| (p.pid, p.comm.as_str(), p.site.as_str(), &p.counts));
+                groups::groups(&self.sites, rows)
+            }
+            Some(by) => {
+                let rows = self.parts.iter().flat_map(|part| {
+                    let name = if by == groups::GroupBy::Host {
+                        &part.hosts
+                    } else {
+                        &part.sources
+                    };
+                    part.rows
+                        .iter()
+                        .filter(|(_, site, _)| shown.contains(&site.as_str()))
+                        .map(move |(pid, site, counts)| {
+                            (*pid, name.as_str(), site.as_str(), counts)
+                        })
+                });
+                groups::groups(&self.sites, rows)
+            }
+        };
         let mut notes = self.leading_notes.clone();
         notes.extend(site_notes(&self.sites));
-        notes.extend(programs::pooled_notes(&self.sites, &self.programs));
+        if let Some(by) = self.grouped_by {
+            notes.extend(groups::pooled_notes(&self.sites, by, &self.groups));
+        }
         notes.extend(self.trailing_notes.iter().cloned());
         self.notes = notes;
     }
 
-    /// Gives every program its own counts and verdicts (`--group-by program`).
-    pub fn by_program(mut self, on: bool) -> Report {
-        self.group_by_program = on;
+    /// Gives every program (host, source) its own counts and verdicts (`--group-by`).
+    pub fn grouped(mut self, by: Option<groups::GroupBy>) -> Report {
+        self.grouped_by = by;
         self.refresh_notes();
         self
     }
@@ -466,6 +499,35 @@ impl Report {
             Format::Markdown => write_markdown(self, layout, out),
             Format::Json => write_json(self, out),
             Format::Text => text::write_text(self, out),
+        }
+    }
+}
+
+/// One input's process rows (pid, site id, counts), and the hosts and sources of its runs.
+#[derive(Debug)]
+struct Part {
+    hosts: String,
+    sources: String,
+    rows: Vec<(u32, String, Counts)>,
+}
+
+impl Part {
+    fn of(runs: &[saved::Run], tally: &Tally) -> Part {
+        let joined = |field: fn(&saved::Run) -> &str| {
+            let mut names: Vec<&str> = runs.iter().map(field).collect();
+            names.sort_unstable();
+            names.dedup();
+            names.join("+")
+        };
+        Part {
+            hosts: joined(|run| &run.host),
+            sources: joined(|run| &run.source),
+            rows: tally
+                .per_process()
+                .map(|(process, site, counts)| {
+                    (process.pid, readiness::info(site).id.to_string(), *counts)
+                })
+                .collect(),
         }
     }
 }

@@ -113,6 +113,8 @@ pub struct Loaded {
     /// The sites some run's source decides.
     pub measured: BTreeSet<Site>,
     pub notes: Vec<String>,
+    /// Each input's runs and counts, as read (what grouping by host or source needs).
+    pub parts: Vec<(Vec<Run>, Tally)>,
 }
 
 fn site_of(id: &str, file: &str) -> Result<Site, SavedError> {
@@ -180,6 +182,7 @@ pub fn read(path: &Path) -> Result<Loaded, SavedError> {
         measured.insert(site_of(&site.id, &file)?);
     }
     Ok(Loaded {
+        parts: vec![(saved.runs.clone(), tally.clone())],
         runs: saved.runs,
         tally,
         measured,
@@ -196,6 +199,7 @@ pub fn merge_files(paths: &[std::path::PathBuf], force: bool) -> Result<Loaded, 
         tally: Tally::default(),
         measured: BTreeSet::new(),
         notes: Vec::new(),
+        parts: Vec::new(),
     };
     let mut seen_files = BTreeSet::new();
     for path in paths {
@@ -257,6 +261,7 @@ pub fn merge(into: &mut Loaded, other: Loaded) {
         }
     }
     into.runs.extend(other.runs);
+    into.parts.extend(other.parts);
 }
 
 #[cfg(test)]
@@ -293,6 +298,7 @@ mod tests {
             tally,
             measured: [Site::PollFdNegative].into(),
             notes: Vec::new(),
+            parts: Vec::new(),
         }
     }
 
@@ -302,6 +308,7 @@ mod tests {
             tally: Tally::default(),
             measured: BTreeSet::new(),
             notes: Vec::new(),
+            parts: Vec::new(),
         };
         for part in parts {
             merge(&mut all, part);

@@ -1,4 +1,4 @@
-//! The picture (`--svg FILE`): per site (and per program, when grouped) the share of the
+//! The picture (`--svg FILE`): per site (and per group, with `--group-by`) the share of the
 //! rare arm with its 95% interval on a log axis, the 10% bar a hint must stay under marked;
 //! one row per site, one mark per row. Drawn with plotters; its labels are laid out with a
 //! TrueType font of the system's.
@@ -79,9 +79,9 @@ fn rows(report: &Report) -> Vec<Row> {
             high: v.mispredicted_high,
         };
         rows.push(row(site.info.id.to_string(), &site.counts, &site.verdict));
-        for program in &report.programs {
-            if let Some(p) = program.sites.iter().find(|p| p.id == site.info.id) {
-                let label = format!("· {}", program.program);
+        for group in &report.groups {
+            if let Some(p) = group.sites.iter().find(|p| p.id == site.info.id) {
+                let label = format!("· {}", group.name);
                 rows.push(row(label, &p.counts, &p.verdict));
             }
         }

@@ -249,10 +249,12 @@ fn write(
         }
     }
 
-    if !report.programs.is_empty() {
-        let mut programs = Builder::default();
-        programs.push_record([
-            "program",
+    if let Some(by) = report.grouped_by
+        && !report.groups.is_empty()
+    {
+        let mut groups = Builder::default();
+        groups.push_record([
+            by.name(),
             "processes",
             "site",
             "taken",
@@ -261,11 +263,11 @@ fn write(
             "mispredicted (95%)",
             "verdict",
         ]);
-        for program in &report.programs {
-            for row in &program.sites {
-                programs.push_record([
-                    program.program.clone(),
-                    program.pids.len().to_string(),
+        for group in &report.groups {
+            for row in &group.sites {
+                groups.push_record([
+                    group.name.clone(),
+                    group.pids.len().to_string(),
                     row.id.to_string(),
                     row.counts.taken.to_string(),
                     row.counts.not_taken.to_string(),
@@ -279,8 +281,8 @@ fn write(
                 ]);
             }
         }
-        writeln!(out, "{heading}per program{heading}\n")?;
-        writeln!(out, "{}\n", styled(programs, flavour, &[1, 3, 4, 5]))?;
+        writeln!(out, "{heading}per {}{heading}\n", by.name())?;
+        writeln!(out, "{}\n", styled(groups, flavour, &[1, 3, 4, 5]))?;
     }
 
     if per_process && !report.processes.is_empty() {

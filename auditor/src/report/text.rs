@@ -1,7 +1,7 @@
 //! The text renderer: what a reviewer pastes into a mail reply. Plain ASCII, no line over
 //! 72 columns: a paragraph on what was traced, a line per site with its rare evaluations
-//! and verdict, the programs behind each rare arm, and (with `--group-by program`) the
-//! verdicts per program.
+//! and verdict, the programs behind each rare arm, and (with `--group-by`) the verdicts per
+//! program, host or source.
 
 use std::io::Write;
 
@@ -186,20 +186,22 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         }
     }
 
-    if !report.programs.is_empty() {
-        writeln!(out, "\nPer program:")?;
-        for program in &report.programs {
-            let processes = match program.pids.len() {
-                1 => format!("pid {}", program.pids[0]),
+    if let Some(by) = report.grouped_by
+        && !report.groups.is_empty()
+    {
+        writeln!(out, "\nPer {}:", by.name())?;
+        for group in &report.groups {
+            let processes = match group.pids.len() {
+                1 => format!("pid {}", group.pids[0]),
                 n => format!("{n} processes"),
             };
             writeln!(
                 out,
                 "{}",
-                wrapped(&format!("{} ({processes})", program.program), "  ")
+                wrapped(&format!("{} ({processes})", group.name), "  ")
             )?;
             // The hinted sites: what a hint patch is judged on.
-            for row in &program.sites {
+            for row in &group.sites {
                 let Some(site) = report.sites.iter().find(|s| s.info.id == row.id) else {
                     continue;
                 };
@@ -212,7 +214,7 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
                 writeln!(out, "{line}")?;
             }
         }
-        for note in super::programs::pooled_notes(&report.sites, &report.programs) {
+        for note in super::groups::pooled_notes(&report.sites, by, &report.groups) {
             writeln!(out, "\n{}", wrapped(&note, ""))?;
         }
     }

@@ -1,8 +1,8 @@
-//! Verdicts per program: a pooled verdict can be decided by one program (one busy process
-//! with fd = -1 entries turns `unlikely` into "wrong" for all), so each program gets its
-//! own counts and verdict per site, and the pooled verdict's notes say when one program
-//! decides it. A program is a process name as `ps` shows it, its threads rolled up into
-//! their process and its processes into the program.
+//! Verdicts per group: a pooled verdict can be decided by one program (one busy process
+//! with fd = -1 entries turns `unlikely` into "wrong" for all), so each program (or host,
+//! or source, of merged reports) gets its own counts and verdict per site, and the pooled
+//! verdict's notes say when one group decides it. A program is a process name as `ps`
+//! shows it, its threads rolled up into their process and its processes into the program.
 
 use std::collections::BTreeMap;
 
@@ -15,31 +15,53 @@ use crate::{
     verdict::{self, Verdict, VerdictKind},
 };
 
-/// One program's counts and verdicts.
+/// What verdicts are given per, besides the pooled ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// A process name as `ps` shows it.
+    Program,
+    /// The host a run was taken on.
+    Host,
+    /// The source that counted (`ebpf`, `strace`).
+    Source,
+}
+
+impl GroupBy {
+    pub const fn name(self) -> &'static str {
+        match self {
+            GroupBy::Program => "program",
+            GroupBy::Host => "host",
+            GroupBy::Source => "source",
+        }
+    }
+}
+
+/// One group's counts and verdicts.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct ProgramReport {
-    /// The name its processes had, as `ps` shows it.
-    pub program: String,
+pub struct GroupReport {
+    /// The program's name as `ps` shows it, the host, or the source.
+    pub name: String,
     /// Its processes.
     pub pids: Vec<u32>,
     /// The sites it reached, in the report's order.
-    pub sites: Vec<ProgramSite>,
+    pub sites: Vec<GroupSite>,
 }
 
-/// A program's counts of one site, and the verdict they give alone.
+/// A group's counts of one site, and the verdict they give alone.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct ProgramSite {
+pub struct GroupSite {
     pub id: &'static str,
     #[serde(flatten)]
     pub counts: Counts,
     pub verdict: Verdict,
 }
 
-/// The programs of `rows` (pid, comm, site id, counts), judged per site of `sites`.
-pub fn programs<'a>(
+/// The groups of `rows` (pid, group name, site id, counts), judged per site of `sites`.
+pub fn groups<'a>(
     sites: &[SiteReport],
     rows: impl Iterator<Item = (u32, &'a str, &'a str, &'a Counts)>,
-) -> Vec<ProgramReport> {
+) -> Vec<GroupReport> {
     let mut by_name: BTreeMap<&str, (Vec<u32>, BTreeMap<&str, Counts>)> = BTreeMap::new();
     for (pid, comm, site, counts) in rows {
         let (pids, per_site) = by_name.entry(comm).or_default();
@@ -50,22 +72,22 @@ pub fn programs<'a>(
     }
     by_name
         .into_iter()
-        .map(|(program, (mut pids, per_site))| {
+        .map(|(name, (mut pids, per_site))| {
             pids.sort_unstable();
             let sites = sites
                 .iter()
                 .filter(|site| site.measured)
                 .filter_map(|site| {
                     let counts = *per_site.get(site.info.id)?;
-                    Some(ProgramSite {
+                    Some(GroupSite {
                         id: site.info.id,
                         counts,
                         verdict: verdict::judge(hint_of(site), &counts),
                     })
                 })
                 .collect();
-            ProgramReport {
-                program: program.to_string(),
+            GroupReport {
+                name: name.to_string(),
                 pids,
                 sites,
             }
@@ -77,21 +99,21 @@ fn hint_of(site: &SiteReport) -> Hint {
     site.proposed_hint.unwrap_or(site.info.hint)
 }
 
-/// Per hinted site reached by more than one program: how the programs' verdicts split, and
+/// Per hinted site reached by more than one group: how the groups' verdicts split, and
 /// whether the one with the most rare evaluations decides the pooled verdict, e.g.
 /// `poll.fd_negative: wrong pooled; per program: holds for 12, wrong for 1. Without
 /// gnome-shell (973248 of the 975952 rare evaluations), it holds.`
-pub fn pooled_notes(sites: &[SiteReport], programs: &[ProgramReport]) -> Vec<String> {
+pub fn pooled_notes(sites: &[SiteReport], by: GroupBy, groups: &[GroupReport]) -> Vec<String> {
     let mut notes = Vec::new();
     for site in sites
         .iter()
         .filter(|s| s.measured && hint_of(s) != Hint::None)
     {
-        let reached: Vec<(&str, &ProgramSite)> = programs
+        let reached: Vec<(&str, &GroupSite)> = groups
             .iter()
-            .filter_map(|p| {
-                let row = p.sites.iter().find(|r| r.id == site.info.id)?;
-                (row.counts.taken + row.counts.not_taken > 0).then_some((p.program.as_str(), row))
+            .filter_map(|g| {
+                let row = g.sites.iter().find(|r| r.id == site.info.id)?;
+                (row.counts.taken + row.counts.not_taken > 0).then_some((g.name.as_str(), row))
             })
             .collect();
         if reached.len() < 2 {
@@ -106,12 +128,13 @@ pub fn pooled_notes(sites: &[SiteReport], programs: &[ProgramReport]) -> Vec<Str
             .map(|(kind, n)| format!("{kind} for {n}"))
             .collect();
         let mut note = format!(
-            "{}: {} pooled; per program: {}.",
+            "{}: {} pooled; per {}: {}.",
             site.info.id,
             site.verdict.kind.name(),
+            by.name(),
             split.join(", ")
         );
-        let rare = |row: &ProgramSite| site.rare_arm.of(&row.counts);
+        let rare = |row: &GroupSite| site.rare_arm.of(&row.counts);
         if let Some((top, row)) = reached.iter().max_by_key(|(_, row)| rare(row))
             && rare(row) > 0
         {
@@ -183,16 +206,16 @@ mod tests {
         );
         let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| true)
             .only(&[Site::PollFdNegative])
-            .by_program(true);
-        assert_eq!(report.programs.len(), 13);
-        let quiet = &report.programs[1];
+            .grouped(Some(GroupBy::Program));
+        assert_eq!(report.groups.len(), 13);
+        let quiet = &report.groups[1];
         assert_eq!(
-            (quiet.program.as_str(), quiet.pids.as_slice()),
+            (quiet.name.as_str(), quiet.pids.as_slice()),
             ("quiet00", &[100, 200][..])
         );
         assert_eq!(quiet.sites[0].counts, Counts::new(1, 599, 0));
         assert_eq!(quiet.sites[0].verdict.kind, VerdictKind::Holds);
-        assert_eq!(report.programs[0].sites[0].verdict.kind, VerdictKind::Wrong);
+        assert_eq!(report.groups[0].sites[0].verdict.kind, VerdictKind::Wrong);
         assert!(
             report.notes.contains(
                 &"poll.fd_negative: wrong pooled; per program: holds for 12, wrong for 1. \
