@@ -352,12 +352,12 @@ pub fn epoll_wait(record: &Record<&str>) -> Result<EpollWaitCall, Undecodable> {
     })
 }
 
-/// close: its fd (perhaps with its path, -y) and its return.
+/// close: its fd (perhaps with its path, -y: close has one argument, so the fd is read
+/// where the arguments begin, without splitting them) and its return.
 pub fn close(record: &Record<&str>) -> Result<(i32, i64), Undecodable> {
-    let text = arg(split_args(record.args).next(), "fd")?;
-    let fd = fd(text).ok_or_else(|| Undecodable::Number {
+    let fd = fd(record.args).ok_or_else(|| Undecodable::Number {
         what: "fd",
-        text: text.to_string(),
+        text: record.args.to_string(),
     })?;
     let ret = kernel_return(record).ok_or(Undecodable::NoReturn(
         "whether close succeeded is only in its return",

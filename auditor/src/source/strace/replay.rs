@@ -12,7 +12,7 @@ use auditor_common::{Counts, Evaluation, SYSCALL_COUNT, Site, Syscall};
 
 use super::{
     decode,
-    records::{Item, NoEnd, Record, Records, Start, Started, stitch},
+    records::{Item, NoEnd, PidMap, Record, Records, Start, Started, stitch},
 };
 use crate::{
     readiness::{self, Decided, Recorder, Unit},
@@ -304,7 +304,7 @@ impl Replay {
                 .collect()
         });
         // In file order: each part's resumed halves finish the calls earlier parts started.
-        let mut started: HashMap<Option<u32>, Start> = HashMap::new();
+        let mut started: PidMap<Start> = PidMap::default();
         let mut offset = 0;
         for part in parts {
             let part = part?;
