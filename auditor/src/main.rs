@@ -354,11 +354,13 @@ fn print_report(
         per_process: output.per_process,
         wide,
     };
-    let (mut out, name): (Box<dyn Write>, String) = match destination {
+    // Buffered: serde and the tables write a few bytes at a time, and stderr is unbuffered.
+    let (out, name): (Box<dyn Write>, String) = match destination {
         Destination::File(path, file) => (Box::new(file), path.display().to_string()),
         Destination::Stdout => (Box::new(std::io::stdout().lock()), "stdout".into()),
         Destination::Stderr => (Box::new(std::io::stderr().lock()), "stderr".into()),
     };
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     report
         .render(format, layout, &mut out)
         .and_then(|()| out.flush())

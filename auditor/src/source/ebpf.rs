@@ -355,18 +355,27 @@ impl Probe {
         Ok(unmatched)
     }
 
-    /// Detaches every program: counts stop changing.
+    /// Detaches every program: counts stop changing. Closing a tracepoint's link waits out
+    /// an RCU grace period in the kernel (~70 ms); the links are closed all at once, so that
+    /// the waits overlap instead of adding up (3.4 s for 50 links one by one).
     pub fn detach(&mut self) -> Result<(), Error> {
+        let mut links = Vec::with_capacity(self.links.len());
         for (name, link) in self.links.drain(..) {
             let program: &mut TracePoint = self
                 .ebpf
                 .program_mut(name)
                 .and_then(|p| p.try_into().ok())
                 .ok_or_else(|| Error::Probe(format!("program {name} vanished")))?;
-            program
-                .detach(link)
+            let link = program
+                .take_link(link)
                 .map_err(|e| Error::Probe(format!("detaching {name}: {e}")))?;
+            links.push(link);
         }
+        std::thread::scope(|scope| {
+            for link in links {
+                scope.spawn(move || drop(link));
+            }
+        });
         Ok(())
     }
 
