@@ -25,15 +25,6 @@ fn add(slot: *mut Counts, counts: &Counts) {
     unsafe { (*slot).add(counts) }
 }
 
-/// The current process's name as `ps` shows it: its thread-group leader's, so that a
-/// process's threads share one row whatever their own names (the calling thread's when
-/// the task offsets are unknown).
-fn process_comm() -> [u8; 16] {
-    crate::task::leader_comm()
-        .or_else(|| aya_ebpf::helpers::bpf_get_current_comm().ok())
-        .unwrap_or([0; 16])
-}
-
 /// Adds `counts` to the current process's row for `site`.
 pub fn record(site: Site, counts: &Counts) {
     if counts.total() == 0 {
@@ -42,7 +33,8 @@ pub fn record(site: Site, counts: &Counts) {
     let key = CountKey {
         pid: (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32,
         site: site as u32,
-        comm: process_comm(),
+        // The process's name, so that its threads share one row whatever their own names.
+        comm: crate::task::process_comm().unwrap_or([0; 16]),
     };
     if let Some(slot) = COUNTS.get_ptr_mut(key) {
         add(slot, counts);

@@ -166,9 +166,7 @@ fn note_exe(ctx: &TracePointContext, pid: u32) {
     {
         return;
     }
-    let Some(comm) =
-        crate::task::leader_comm().or_else(|| aya_ebpf::helpers::bpf_get_current_comm().ok())
-    else {
+    let Some(comm) = task::process_comm() else {
         return;
     };
     let _ = EXES.insert(ExeKey { pid, comm }, path, 0);
@@ -182,8 +180,10 @@ pub fn process_exit(ctx: TracePointContext) -> u32 {
     if tid != tgid {
         let _ = TRACED.remove(tid);
     }
-    // Unknown (no task offsets): keep the entry; the loader says so in the report.
-    if task::group_dead() == Some(true) {
+    // Only a traced process's exit reads the task; unknown (no task offsets): the entry
+    // stays, and the loader says so in the report.
+    // SAFETY: presence test only.
+    if unsafe { TRACED.get(tgid) }.is_some() && task::group_dead() == Some(true) {
         let _ = TRACED.remove(tgid);
     }
     0

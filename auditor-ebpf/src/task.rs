@@ -65,6 +65,12 @@ pub fn leader_comm() -> Option<[u8; COMM_LEN]> {
     read::<[u8; COMM_LEN]>(leader + u64::from(offsets.task_comm))
 }
 
+/// The current process's name as `ps` shows it: its leader's, or the calling thread's when
+/// the task offsets are unknown.
+pub fn process_comm() -> Option<[u8; COMM_LEN]> {
+    leader_comm().or_else(|| aya_ebpf::helpers::bpf_get_current_comm().ok())
+}
+
 /// `files_fdtable(current->files)`.
 fn fdtable(offsets: &TaskOffsets, files: u64) -> Option<u64> {
     read::<u64>(files + u64::from(offsets.files_fdt)).filter(|&fdt| fdt != 0)

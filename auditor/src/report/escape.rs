@@ -10,20 +10,30 @@ fn unsafe_char(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// `text` with each control character written as a Rust-style escape (`\n`, `\u{1b}`).
-pub fn escape_text(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(unsafe_char) {
+/// `text` with each character `escape` picks written as a Rust-style escape.
+fn escaped_where(text: &str, escape: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !text.chars().any(&escape) {
         return Cow::Borrowed(text);
     }
     let mut escaped = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if unsafe_char(c) {
+        if escape(c) {
             escaped.extend(c.escape_default());
         } else {
             escaped.push(c);
         }
     }
     Cow::Owned(escaped)
+}
+
+/// `text` with each control character written as a Rust-style escape (`\n`, `\u{1b}`).
+pub fn escape_text(text: &str) -> Cow<'_, str> {
+    escaped_where(text, unsafe_char)
+}
+
+/// `text` in printable ASCII: anything else (controls, any non-ASCII) as an escape.
+pub fn escape_ascii(text: &str) -> Cow<'_, str> {
+    escaped_where(text, |c| c != ' ' && !c.is_ascii_graphic())
 }
 
 /// [`escape_text`], with `|` escaped so that a Markdown table cell stays one cell.

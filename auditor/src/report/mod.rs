@@ -21,7 +21,7 @@ use crate::{
     verdict::{self, Arm, Verdict},
 };
 
-pub use escape::{escape_markdown_cell, escape_text};
+pub use escape::{escape_ascii, escape_markdown_cell, escape_text};
 pub use json::{json_schema, write_json};
 pub use table::{write_markdown, write_sites_table, write_table};
 

@@ -89,11 +89,6 @@ fn rows(report: &Report) -> Vec<Row> {
     rows
 }
 
-/// The number of marks (one per row) a picture of `report` holds.
-pub fn marks(report: &Report) -> usize {
-    rows(report).len()
-}
-
 fn draw(area: &DrawingArea<SVGBackend<'_>, Shift>, rows: &[Row]) -> Result<(), String> {
     let error = |e: &dyn std::fmt::Display| e.to_string();
     area.fill(&WHITE).map_err(|e| error(&e))?;

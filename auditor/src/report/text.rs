@@ -5,33 +5,18 @@
 
 use std::io::Write;
 
-use super::{Report, SiteReport, percent};
+use super::{Report, SiteReport, escape_ascii, percent};
 use crate::readiness::{Hint, Unit};
 
 /// The widest line.
 pub const WIDTH: usize = 72;
-
-/// `text` in printable ASCII: anything else as a Rust-style escape.
-fn ascii(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let plain = c == ' ' || c.is_ascii_graphic();
-            let escaped: Vec<char> = if plain {
-                vec![c]
-            } else {
-                c.escape_default().collect()
-            };
-            escaped
-        })
-        .collect()
-}
 
 /// `text` wrapped to [`WIDTH`], each line after the first indented by `indent`.
 fn wrapped(text: &str, indent: &str) -> String {
     let options = textwrap::Options::new(WIDTH)
         .subsequent_indent(indent)
         .break_words(true);
-    textwrap::fill(&ascii(text), options)
+    textwrap::fill(&escape_ascii(text), options)
 }
 
 /// `entries`, `calls`: the unit of `count` evaluations.
@@ -228,7 +213,7 @@ mod tests {
     #[test]
     fn lines_fit_and_stay_ascii() {
         assert_eq!(
-            ascii("curl \u{1b}[2J ünï"),
+            escape_ascii("curl \u{1b}[2J ünï"),
             "curl \\u{1b}[2J \\u{fc}n\\u{ef}"
         );
         let long = "a-site-id-that-is-long".repeat(2);
