@@ -374,6 +374,9 @@ pub struct ExeKey {
 pub mod globals {
     /// u32: the auditor's own process id, never counted.
     pub const AUDITOR_PID: &str = "AUDITOR_PID";
+    /// u32: 1 to load every program with nothing to do: the verifier prunes each to a bare
+    /// return, the cost of the attach points alone (the probe benchmark's floor).
+    pub const EMPTY_PROGRAMS: &str = "EMPTY_PROGRAMS";
     /// u32: 1 to count every process but the auditor's own.
     pub const TRACE_ALL: &str = "TRACE_ALL";
     /// u32: 1 when the comm filter map has entries.

@@ -86,6 +86,9 @@ fn enter_with(syscall: Syscall, allocator: u32, start: u32, name: u64, pair: u32
 }
 
 fn exit(ctx: &TracePointContext) {
+    if target::empty_programs() {
+        return;
+    }
     let tid = current_tid();
     // SAFETY: the value is copied out before the entry is removed.
     let Some(pending) = (unsafe { PENDING_ALLOC.get(tid) }).copied() else {

@@ -81,6 +81,9 @@ fn stash(pending: &Pending) -> bool {
 
 /// Takes what this thread's entry handler left, if it traced the call.
 fn take_pending() -> Option<Pending> {
+    if target::empty_programs() {
+        return None;
+    }
     let tid = current_tid();
     // SAFETY: the value is copied out before the entry is removed.
     let pending = unsafe { PENDING.get(tid) }.copied()?;

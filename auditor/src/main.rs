@@ -229,6 +229,9 @@ struct TraceArgs {
     /// The command to start and trace, with its children.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
+    /// Attach the probe's programs with nothing to do (the benchmark's floor).
+    #[arg(long, hide = true)]
+    empty_programs: bool,
 }
 
 /// The longest `--duration`: a year; longer is surely a typo.
@@ -283,6 +286,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         target,
         duration: args.duration,
         status: true,
+        empty_programs: args.empty_programs,
     };
     let command = match &options.target {
         Target::Command(argv) => argv.first().map(|a| a.to_string_lossy().into_owned()),
@@ -290,7 +294,20 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let destination = args.output.destination(command.is_some())?;
-    let session = trace::trace(&options)?;
+    let duration = options.duration;
+    // As strace says "Process N attached": loading takes seconds, and without a command
+    // nothing else tells when counting starts.
+    let session = trace::trace_with(&options, || {
+        if command.is_none() {
+            match duration {
+                Some(d) => eprintln!(
+                    "auditor: attached; counting for {}",
+                    humantime::format_duration(d)
+                ),
+                None => eprintln!("auditor: attached; counting until Ctrl-C"),
+            }
+        }
+    })?;
     say_how_it_ended(command, session.command_status);
     let code = session.exit_code();
     let report = Report::new(

@@ -58,6 +58,8 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Show a one-line status on stderr when it is a terminal.
     pub status: bool,
+    /// Attach programs that do nothing: the probe benchmark's floor (nothing is counted).
+    pub empty_programs: bool,
 }
 
 /// The result of a session.
@@ -372,26 +374,29 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         _ => Vec::new(),
     };
     let held = argv.as_deref().map(HeldChild::spawn).transpose()?;
-    let filter = match &options.target {
-        Target::Processes {
-            pids,
-            comms,
-            thread_comms,
-        } => Filter {
-            pids: pids.clone(),
-            comms: comms.clone(),
-            thread_comms: thread_comms.clone(),
-            ..Filter::default()
-        },
-        Target::All => Filter {
-            all: true,
-            ..Filter::default()
-        },
-        Target::Command(_) | Target::Workload(_) => Filter {
-            exec_target: held.as_ref().map(|h| h.pid.as_raw() as u32),
-            follow_forks: true,
-            ..Filter::default()
-        },
+    let filter = Filter {
+        empty_programs: options.empty_programs,
+        ..match &options.target {
+            Target::Processes {
+                pids,
+                comms,
+                thread_comms,
+            } => Filter {
+                pids: pids.clone(),
+                comms: comms.clone(),
+                thread_comms: thread_comms.clone(),
+                ..Filter::default()
+            },
+            Target::All => Filter {
+                all: true,
+                ..Filter::default()
+            },
+            Target::Command(_) | Target::Workload(_) => Filter {
+                exec_target: held.as_ref().map(|h| h.pid.as_raw() as u32),
+                follow_forks: true,
+                ..Filter::default()
+            },
+        }
     };
     // On any error from here the held child is dropped, and exits without running.
     let mut probe = match Probe::attach(&filter, &|| stop_requested().is_some()) {

@@ -81,6 +81,7 @@ fn a_pid_reused_by_another_process_is_not_counted() {
         target,
         duration: Some(Duration::from_secs(60)),
         status: false,
+        empty_programs: false,
     };
     let (session, reused) = std::thread::scope(|scope| {
         let stranger = scope.spawn(|| {
@@ -119,6 +120,7 @@ fn trace_by_name(comms: &[&str], thread_comms: &[&str], steps: &str) -> trace::S
         target,
         duration: None,
         status: false,
+        empty_programs: false,
     };
     trace::trace_with(&options, || {
         let mut child = Command::new(WORKLOAD)

@@ -22,6 +22,7 @@ fn options(target: Target) -> Options {
         target,
         duration: None,
         status: false,
+        empty_programs: false,
     }
 }
 

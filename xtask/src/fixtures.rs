@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::{build, exec, workspace_root};
 
 /// The syscalls the strace source decodes (as `auditor strace` traces them).
-const TRACED: &str =
+pub const TRACED: &str =
     "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,epoll_pwait2,close,clone,clone3";
 
 /// Where the throwaway sshd of the ssh fixture keeps its keys and configuration.

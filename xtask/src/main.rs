@@ -32,7 +32,7 @@ enum Task {
     Test(test::Options),
     /// Record fixtures: real programs under strace, with the probe's counts (needs root).
     RecordFixtures,
-    /// Benchmarks, measured side by side with a reference (`ingest`: against `wc -l`).
+    /// Benchmarks, measured side by side with a reference (`ingest`, `probe`).
     Bench(bench::Options),
     /// Fuzz the strace parser for a bounded time (cargo-fuzz, nightly).
     Fuzz(fuzz::Options),

@@ -121,6 +121,8 @@ pub struct Filter {
     pub exec_target: Option<u32>,
     /// Count the children of counted processes too.
     pub follow_forks: bool,
+    /// Attach programs that do nothing (the floor the probe benchmark measures against).
+    pub empty_programs: bool,
 }
 
 /// Effective capabilities the probe needs: CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN.
@@ -212,6 +214,7 @@ impl Probe {
 
         let flag = |on: bool| u32::from(on);
         let auditor_pid = std::process::id();
+        let empty_programs = flag(filter.empty_programs);
         let trace_all = flag(filter.all);
         let filter_comms = flag(names > 0);
         let follow_forks = flag(filter.follow_forks);
@@ -227,6 +230,7 @@ impl Probe {
         };
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::AUDITOR_PID, &auditor_pid, true)
+            .override_global(globals::EMPTY_PROGRAMS, &empty_programs, true)
             .override_global(globals::TRACE_ALL, &trace_all, true)
             .override_global(globals::FILTER_COMMS, &filter_comms, true)
             .override_global(globals::FOLLOW_FORKS, &follow_forks, true)

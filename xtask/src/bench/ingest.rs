@@ -11,24 +11,17 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
+use super::median;
 use crate::{build, workspace_root};
 
 #[derive(clap::Args)]
 pub struct Options {
-    /// What to measure.
-    #[arg(value_enum)]
-    what: What,
     /// Size of the large log, in MB.
     #[arg(long, default_value_t = 512)]
     megabytes: u64,
     /// Runs of each command (the median is reported).
     #[arg(long, default_value_t = 3)]
     runs: usize,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum What {
-    Ingest,
 }
 
 /// A log of at least `megabytes` MB: the fixtures' logs repeated.
@@ -79,13 +72,7 @@ fn timed(command: &[&str], log: &Path) -> anyhow::Result<(f64, u64)> {
     Ok((seconds, peak))
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 pub fn run(options: &Options) -> anyhow::Result<()> {
-    let What::Ingest = options.what;
     let auditor = build::run()?;
     let auditor = auditor.to_str().context("non-UTF-8 path")?;
     let dir: PathBuf = workspace_root().join("target/bench");
@@ -106,7 +93,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     }
     let (_, small_peak) = timed(&ingest, &small)?;
     let mb = bytes as f64 / 1e6;
-    let (ours, theirs) = (median(ours), median(theirs));
+    let (ours, theirs) = (median(&ours), median(&theirs));
     println!(
         "log: {mb:.0} MB ({} MB for the memory check)",
         small_bytes / 1_000_000

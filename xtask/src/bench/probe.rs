@@ -1,0 +1,537 @@
+//! `cargo xtask bench probe` (as root): what each way of tracing costs a traced program
+//! per call. The workload (`probe-bench`, raw syscalls, pinned to one CPU) times its own
+//! loops, so attaching and detaching are not in those figures; they are measured apart,
+//! as the time from starting a session to the first counted call and from the end of the
+//! traced command (or Ctrl-C) to the auditor's exit.
+//!
+//! Configurations alternate within every repetition, so that all see the same machine;
+//! each figure is the median (and min) over repetitions of the ratio to the untraced run
+//! of the same repetition, and the added cost over the floor's added cost: the floor is
+//! the probe's own programs on the same attach points, loaded to do nothing.
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead as _, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+
+use super::median;
+use crate::{build, exec, fixtures, workspace_root};
+
+#[derive(clap::Args)]
+pub struct Options {
+    /// Repetitions of every configuration (medians and mins are over these).
+    #[arg(long, default_value_t = 7)]
+    reps: usize,
+    /// Seconds each workload loops for, in each run.
+    #[arg(long, default_value_t = 0.25)]
+    seconds: f64,
+    /// The CPU the workload is pinned to (default: the last one); the two-thread workload
+    /// also uses the next one.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Only these configurations (by name; default all that are installed).
+    #[arg(long = "only", value_name = "CONFIG")]
+    only: Vec<String>,
+    /// Where the figures go as JSON.
+    #[arg(long, default_value = "target/bench/probe.json")]
+    json: PathBuf,
+}
+
+/// The workloads `probe-bench run` measures, in its order, with what each call is.
+const WORKLOADS: [(&str, &str); 5] = [
+    ("poll1", "poll, 1 fd, timeout 0"),
+    ("poll1024", "poll, 1024 fds (64 of them -1), timeout 0"),
+    ("openclose", "openat + close of /dev/null"),
+    ("openclose2", "openat + close, 2 threads (one table)"),
+    ("select1000", "select, 1000 fds, timeout 0"),
+];
+
+/// How the workload runs in one configuration.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Config {
+    Untraced,
+    Floor,
+    Auditor,
+    Untargeted,
+    Bpftrace,
+    Strace,
+    StraceAsAuditor,
+    AuditorStrace,
+}
+
+impl Config {
+    const ALL: [Config; 8] = [
+        Config::Untraced,
+        Config::Floor,
+        Config::Auditor,
+        Config::Untargeted,
+        Config::Bpftrace,
+        Config::Strace,
+        Config::StraceAsAuditor,
+        Config::AuditorStrace,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Config::Untraced => "untraced",
+            Config::Floor => "floor",
+            Config::Auditor => "auditor",
+            Config::Untargeted => "untargeted",
+            Config::Bpftrace => "bpftrace",
+            Config::Strace => "strace",
+            Config::StraceAsAuditor => "strace-flags",
+            Config::AuditorStrace => "auditor-strace",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Config::Untraced => "no tracer",
+            Config::Floor => {
+                "auditor trace --empty-programs: the probe's attach points, programs pruned to a return"
+            }
+            Config::Auditor => "auditor trace -- bench",
+            Config::Untargeted => "auditor trace --pid OTHER: the bench is not a target",
+            Config::Bpftrace => "bpftrace counting the bench's syscalls (enter and exit) by probe",
+            Config::Strace => "strace -f -o /dev/null -e <auditor strace's set>",
+            Config::StraceAsAuditor => "the same with auditor strace's -Y -qq -v -s 65536",
+            Config::AuditorStrace => "auditor strace -o /dev/null -- bench",
+        }
+    }
+}
+
+/// The syscalls `auditor strace` traces (the fixtures' list and the execs).
+fn strace_set() -> String {
+    format!("{},execve", fixtures::TRACED)
+}
+
+struct Tools {
+    auditor: PathBuf,
+    bench: PathBuf,
+    dir: PathBuf,
+}
+
+impl Tools {
+    fn bench_args(&self, options: &Options, cpu: usize) -> Vec<String> {
+        vec![
+            self.bench.display().to_string(),
+            "run".into(),
+            "--cpu".into(),
+            cpu.to_string(),
+            "--seconds".into(),
+            options.seconds.to_string(),
+        ]
+    }
+
+    /// The command line that runs the bench under `config` (None: the untargeted one,
+    /// which runs the bench untraced beside a session).
+    fn command(&self, config: Config, bench: &[String]) -> Vec<String> {
+        let auditor = self.auditor.display().to_string();
+        let report = self.dir.join("auditor-report.json").display().to_string();
+        let mut line: Vec<String> = match config {
+            Config::Untraced | Config::Untargeted => vec![],
+            Config::Floor => vec![auditor, "trace".into(), "--empty-programs".into()],
+            Config::Auditor => vec![auditor, "trace".into(), "--format".into(), "json".into()],
+            Config::Bpftrace => {
+                let probes: Vec<String> = ["poll", "select", "openat", "close"]
+                    .iter()
+                    .flat_map(|s| {
+                        ["enter", "exit"].map(|e| format!("tracepoint:syscalls:sys_{e}_{s}"))
+                    })
+                    .collect();
+                let program = format!(
+                    "{} /pid == cpid/ {{ @[probe] = count(); }}",
+                    probes.join(",")
+                );
+                return vec![
+                    "bpftrace".into(),
+                    "-e".into(),
+                    program,
+                    "-c".into(),
+                    bench.join(" "),
+                ];
+            }
+            Config::Strace => vec![
+                "strace".into(),
+                "-f".into(),
+                "-o".into(),
+                "/dev/null".into(),
+                "-e".into(),
+                strace_set(),
+            ],
+            Config::StraceAsAuditor => ["strace", "-f", "-Y", "-qq", "-v", "-s", "65536", "-o"]
+                .into_iter()
+                .map(String::from)
+                .chain(["/dev/null".into(), "-e".into(), strace_set()])
+                .collect(),
+            Config::AuditorStrace => vec![auditor, "strace".into()],
+        };
+        if matches!(
+            config,
+            Config::Floor | Config::Auditor | Config::AuditorStrace
+        ) {
+            line.extend(["-o".into(), report]);
+        }
+        if !line.is_empty() {
+            line.push("--".into());
+        }
+        line.extend(bench.iter().cloned());
+        line
+    }
+}
+
+/// ns per call of each workload, from the bench's JSON lines among whatever else the
+/// tracer printed on stdout.
+fn workload_figures(stdout: &str) -> BTreeMap<String, f64> {
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|v| {
+            Some((
+                v["workload"].as_str()?.to_string(),
+                v["ns_per_call"].as_f64()?,
+            ))
+        })
+        .collect()
+}
+
+fn run_line(line: &[String]) -> anyhow::Result<BTreeMap<String, f64>> {
+    let output = Command::new(&line[0])
+        .args(&line[1..])
+        .stderr(Stdio::piped())
+        .output()
+        .with_context(|| format!("running {}", line[0]))?;
+    if !output.status.success() {
+        bail!(
+            "{} failed ({}): {}",
+            line.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let figures = workload_figures(&String::from_utf8_lossy(&output.stdout));
+    if figures.len() != WORKLOADS.len() {
+        bail!("{}: the bench printed {figures:?}", line.join(" "));
+    }
+    Ok(figures)
+}
+
+/// An auditor session on another process, attached (it says so on stderr).
+struct Beside {
+    session: Child,
+    other: Child,
+}
+
+impl Beside {
+    fn start(tools: &Tools) -> anyhow::Result<(Beside, Duration)> {
+        let other = Command::new(&tools.bench).arg("idle").spawn()?;
+        let started = Instant::now();
+        let mut session = Command::new(&tools.auditor)
+            .args(["trace", "--format", "json", "-o", "/dev/null", "--pid"])
+            .arg(other.id().to_string())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let stderr = session.stderr.take().context("stderr")?;
+        let mut lines = BufReader::new(stderr).lines();
+        loop {
+            let Some(line) = lines.next() else {
+                bail!("auditor trace --pid ended before attaching");
+            };
+            if line?.contains("attached") {
+                break;
+            }
+        }
+        let attached = started.elapsed();
+        // Keep reading its stderr, so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok((Beside { session, other }, attached))
+    }
+
+    /// Ctrl-C to the session; how long it took to exit.
+    fn stop(mut self) -> anyhow::Result<Duration> {
+        let asked = Instant::now();
+        signal(self.session.id(), libc::SIGINT);
+        let status = self.session.wait()?;
+        let took = asked.elapsed();
+        let _ = self.other.kill();
+        let _ = self.other.wait();
+        if !status.success() {
+            bail!("auditor trace --pid ended with {status}");
+        }
+        Ok(took)
+    }
+}
+
+fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) on a child this process started and has not reaped.
+    unsafe { libc::kill(pid as libc::pid_t, signal) };
+}
+
+fn monotonic_ns() -> u128 {
+    // SAFETY: a valid timespec for clock_gettime.
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u128 * 1_000_000_000 + now.tv_nsec as u128
+}
+
+/// One session around `probe-bench stamp`: (start to its counted call, its end to exit).
+fn stamped(tools: &Tools, prefix: &[String]) -> anyhow::Result<(Duration, Duration)> {
+    let stamp = tools.dir.join("stamp");
+    let _ = std::fs::remove_file(&stamp);
+    let mut line = prefix.to_vec();
+    line.extend([
+        tools.bench.display().to_string(),
+        "stamp".into(),
+        stamp.display().to_string(),
+    ]);
+    let started = monotonic_ns();
+    let output = Command::new(&line[0]).args(&line[1..]).output()?;
+    let ended = monotonic_ns();
+    if !output.status.success() {
+        bail!(
+            "{} failed: {}",
+            line.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let text = std::fs::read_to_string(&stamp)?;
+    let mut times = text.split_whitespace().map(|t| t.parse::<u128>());
+    let (Some(Ok(before)), Some(Ok(after))) = (times.next(), times.next()) else {
+        bail!("bad stamp {text:?}");
+    };
+    let ns = |n: u128| Duration::from_nanos(n as u64);
+    Ok((ns(before - started), ns(ended - after)))
+}
+
+fn machine() -> Value {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let model = read("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    json!({
+        "kernel": read("/proc/sys/kernel/osrelease").trim(),
+        "cpus": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "cpu_model": model,
+    })
+}
+
+fn seconds(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("the probe bench loads eBPF programs: run it as root");
+    }
+    let auditor = build::run()?;
+    exec(
+        Command::new("cargo")
+            .args([
+                "build",
+                "--release",
+                "--package",
+                "xtask",
+                "--bin",
+                "probe-bench",
+            ])
+            .current_dir(workspace_root()),
+    )?;
+    let dir = workspace_root().join("target/bench");
+    std::fs::create_dir_all(&dir)?;
+    let tools = Tools {
+        auditor,
+        bench: workspace_root().join("target/release/probe-bench"),
+        dir,
+    };
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpu = options.cpu.unwrap_or(cpus - 1);
+    let installed = |tool: &str| which::which(tool).is_ok();
+    let configs: Vec<Config> = Config::ALL
+        .into_iter()
+        .filter(|c| {
+            options.only.is_empty()
+                || *c == Config::Untraced
+                || options.only.iter().any(|o| o == c.name())
+        })
+        .filter(|c| match c {
+            Config::Bpftrace => installed("bpftrace"),
+            Config::Strace | Config::StraceAsAuditor | Config::AuditorStrace => installed("strace"),
+            _ => true,
+        })
+        .collect();
+    let bench = tools.bench_args(options, cpu);
+    // figures[config][workload] = ns per call, one per repetition.
+    let mut figures: BTreeMap<&str, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    let (mut attach_beside, mut stop_beside) = (Vec::new(), Vec::new());
+    for rep in 0..options.reps {
+        eprintln!("repetition {} of {}", rep + 1, options.reps);
+        for &config in &configs {
+            let result = if config == Config::Untargeted {
+                let (beside, attached) = Beside::start(&tools)?;
+                let result = run_line(&bench);
+                stop_beside.push(seconds(beside.stop()?));
+                attach_beside.push(seconds(attached));
+                result?
+            } else {
+                run_line(&tools.command(config, &bench))?
+            };
+            for (workload, ns) in result {
+                figures
+                    .entry(config.name())
+                    .or_default()
+                    .entry(workload)
+                    .or_default()
+                    .push(ns);
+            }
+        }
+    }
+
+    let mut sessions = BTreeMap::new();
+    let auditor = tools.auditor.display().to_string();
+    let prefixes: [(&str, Vec<String>); 3] = [
+        (
+            "auditor trace",
+            vec![
+                auditor.clone(),
+                "trace".into(),
+                "-o".into(),
+                "/dev/null".into(),
+                "--".into(),
+            ],
+        ),
+        (
+            "auditor trace --empty-programs",
+            vec![
+                auditor.clone(),
+                "trace".into(),
+                "--empty-programs".into(),
+                "-o".into(),
+                "/dev/null".into(),
+                "--".into(),
+            ],
+        ),
+        (
+            "auditor strace",
+            vec![
+                auditor,
+                "strace".into(),
+                "-o".into(),
+                "/dev/null".into(),
+                "--".into(),
+            ],
+        ),
+    ];
+    for (name, prefix) in &prefixes {
+        let (mut starts, mut stops) = (Vec::new(), Vec::new());
+        for _ in 0..options.reps.min(5) {
+            let (start, stop) = stamped(&tools, prefix)?;
+            starts.push(seconds(start));
+            stops.push(seconds(stop));
+        }
+        sessions.insert(*name, (starts, stops));
+    }
+
+    let untraced = &figures["untraced"];
+    let floor = figures.get("floor");
+    let mut rows = Vec::new();
+    println!(
+        "probe bench: {} reps, {} s per workload, pinned to CPU {cpu}; ns per call, median (min); \
+         ratio to untraced and added cost over the floor's, medians of per-rep values",
+        options.reps, options.seconds
+    );
+    for (workload, what) in WORKLOADS {
+        println!("\n{workload}: {what}");
+        println!(
+            "  {:<16} {:>18} {:>8} {:>12}",
+            "config", "ns/call", "ratio", "added/floor"
+        );
+        let base = &untraced[workload];
+        for &config in &configs {
+            let ns = &figures[config.name()][workload];
+            let ratios: Vec<f64> = ns.iter().zip(base).map(|(n, b)| n / b).collect();
+            let over_floor: Option<Vec<f64>> =
+                floor.filter(|_| config != Config::Untraced).map(|floor| {
+                    ns.iter()
+                        .zip(base)
+                        .zip(&floor[workload])
+                        .map(|((n, b), f)| (n - b) / (f - b))
+                        .collect()
+                });
+            let min = ns.iter().copied().fold(f64::INFINITY, f64::min);
+            let over = over_floor.as_deref().map(median);
+            println!(
+                "  {:<16} {:>9.0} ({:>6.0}) {:>7.2}× {:>12}",
+                config.name(),
+                median(ns),
+                min,
+                median(&ratios),
+                over.map_or(String::new(), |o| format!("{o:.1}")),
+            );
+            rows.push(json!({
+                "workload": workload,
+                "config": config.name(),
+                "ns_per_call": ns,
+                "median_ns": median(ns),
+                "min_ns": min,
+                "median_ratio": median(&ratios),
+                "min_ratio": ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                "added_over_floor": over,
+            }));
+        }
+    }
+    println!("\nsessions (medians of {}):", options.reps.min(5));
+    let mut session_json = Vec::new();
+    for (name, (starts, stops)) in &sessions {
+        println!(
+            "  {name:<32} start to first counted call {:.3} s, command's end to exit {:.3} s",
+            median(starts),
+            median(stops)
+        );
+        session_json.push(json!({"session": name, "start_s": starts, "stop_s": stops,
+            "median_start_s": median(starts), "median_stop_s": median(stops)}));
+    }
+    if !attach_beside.is_empty() {
+        println!(
+            "  {:<32} start to attached {:.3} s, Ctrl-C to exit {:.3} s",
+            "auditor trace --pid",
+            median(&attach_beside),
+            median(&stop_beside)
+        );
+        session_json.push(
+            json!({"session": "auditor trace --pid", "start_s": attach_beside,
+            "stop_s": stop_beside, "median_start_s": median(&attach_beside),
+            "median_stop_s": median(&stop_beside)}),
+        );
+    }
+    let configs_json: Vec<Value> = configs
+        .iter()
+        .map(|c| json!({"name": c.name(), "what": c.description()}))
+        .collect();
+    let report = json!({
+        "machine": machine(),
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "reps": options.reps,
+        "seconds_per_workload": options.seconds,
+        "cpu": cpu,
+        "configs": configs_json,
+        "workloads": WORKLOADS.iter().map(|(n, w)| json!({"name": n, "what": w})).collect::<Vec<_>>(),
+        "results": rows,
+        "sessions": session_json,
+    });
+    let path: &Path = &options.json;
+    std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+    println!("\nfigures written to {}", path.display());
+    Ok(())
+}

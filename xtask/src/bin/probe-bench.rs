@@ -1,0 +1,264 @@
+//! The probe benchmark's workload (`cargo xtask bench probe` runs it under each tracer):
+//! tight loops of raw syscalls — no libc wrapper decides which syscall runs — each timed
+//! in the loop itself, so a tracer's start and stop are not in the figures.
+//!
+//! `probe-bench run --cpu N --seconds S` prints one JSON line per workload:
+//! `{"workload": "poll1", "calls": 123, "ns_per_call": 272.1}`.
+//! `probe-bench stamp FILE` makes one poll call and writes the CLOCK_MONOTONIC times just
+//! before and just after it (ns), for the start and stop latencies.
+//! `probe-bench idle` sleeps until killed: a process for a tracer to target instead.
+
+use std::time::{Duration, Instant};
+
+/// fds of the select workload: 3..SELECT_NFDS, all /dev/null.
+const SELECT_NFDS: usize = 1000;
+/// Entries of the big poll; every POLL_NEGATIVE_EVERY-th has fd = -1 (`do_pollfd` skips it).
+const POLL_ENTRIES: usize = 1024;
+const POLL_NEGATIVE_EVERY: usize = 16;
+
+fn check(ret: libc::c_long, what: &str) -> libc::c_long {
+    if ret < 0 {
+        eprintln!("probe-bench: {what}: {}", std::io::Error::last_os_error());
+        std::process::exit(1);
+    }
+    ret
+}
+
+fn open_null() -> libc::c_int {
+    // SAFETY: a NUL-terminated path; the raw openat syscall.
+    check(
+        unsafe {
+            libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                c"/dev/null".as_ptr(),
+                libc::O_RDONLY,
+            )
+        },
+        "openat /dev/null",
+    ) as libc::c_int
+}
+
+fn close(fd: libc::c_int) {
+    // SAFETY: the raw close syscall on an fd this program opened.
+    check(unsafe { libc::syscall(libc::SYS_close, fd) }, "close");
+}
+
+fn poll(fds: &mut [libc::pollfd]) {
+    // SAFETY: `fds` is a valid array of fds.len() entries; timeout 0.
+    check(
+        unsafe { libc::syscall(libc::SYS_poll, fds.as_mut_ptr(), fds.len(), 0) },
+        "poll",
+    );
+}
+
+/// Runs `body` (which makes `batch` calls) until `seconds` have passed; ns per call.
+fn timed(seconds: f64, batch: u64, mut body: impl FnMut()) -> (u64, f64) {
+    let warm_up = Instant::now();
+    while warm_up.elapsed() < Duration::from_secs_f64(seconds / 10.0) {
+        body();
+    }
+    let started = Instant::now();
+    let limit = Duration::from_secs_f64(seconds);
+    let mut calls = 0;
+    loop {
+        body();
+        calls += batch;
+        let elapsed = started.elapsed();
+        if elapsed >= limit {
+            return (calls, elapsed.as_nanos() as f64 / calls as f64);
+        }
+    }
+}
+
+fn pollfd(fd: libc::c_int) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+fn poll_one(seconds: f64) -> (u64, f64) {
+    let null = open_null();
+    let mut fds = [pollfd(null)];
+    let result = timed(seconds, 64, || {
+        for _ in 0..64 {
+            poll(&mut fds);
+        }
+    });
+    close(null);
+    result
+}
+
+fn poll_many(seconds: f64) -> (u64, f64) {
+    let null = open_null();
+    let mut fds: Vec<libc::pollfd> = (0..POLL_ENTRIES)
+        .map(|i| {
+            pollfd(if i % POLL_NEGATIVE_EVERY == 0 {
+                -1
+            } else {
+                null
+            })
+        })
+        .collect();
+    let result = timed(seconds, 8, || {
+        for _ in 0..8 {
+            poll(&mut fds);
+        }
+    });
+    close(null);
+    result
+}
+
+fn open_close(seconds: f64) -> (u64, f64) {
+    timed(seconds, 64, || {
+        for _ in 0..64 {
+            close(open_null());
+        }
+    })
+}
+
+/// open+close on two threads at once (a shared fd table): ns per pair, averaged over the
+/// threads, each pinned to its own CPU when there are two.
+fn open_close_two_threads(seconds: f64, cpu: usize) -> (u64, f64) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads: Vec<_> = (0..2)
+        .map(|i| {
+            std::thread::spawn(move || {
+                pin((cpu + i) % cpus.max(1));
+                open_close(seconds)
+            })
+        })
+        .collect();
+    let results: Vec<(u64, f64)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let calls = results.iter().map(|r| r.0).sum();
+    let ns = results.iter().map(|r| r.1).sum::<f64>() / results.len() as f64;
+    (calls, ns)
+}
+
+fn select_many(seconds: f64) -> (u64, f64) {
+    let null = open_null();
+    let mut opened = Vec::new();
+    for fd in 3..SELECT_NFDS as libc::c_int {
+        if fd != null {
+            // SAFETY: dup2 onto a free fd number of this process.
+            check(
+                unsafe { libc::syscall(libc::SYS_dup2, null, fd) },
+                "dup2 for select",
+            );
+            opened.push(fd);
+        }
+    }
+    // SAFETY: an all-zero fd_set is the empty set.
+    let mut wanted: libc::fd_set = unsafe { std::mem::zeroed() };
+    for fd in 3..SELECT_NFDS as libc::c_int {
+        // SAFETY: fd < FD_SETSIZE.
+        unsafe { libc::FD_SET(fd, &mut wanted) };
+    }
+    let result = timed(seconds, 8, || {
+        for _ in 0..8 {
+            // select overwrites the set with the ready fds: start from the wanted ones.
+            let mut readfds = wanted;
+            let mut timeout = libc::timeval {
+                tv_sec: 0,
+                tv_usec: 0,
+            };
+            // SAFETY: valid fd_set and timeval for the raw select syscall.
+            check(
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_select,
+                        SELECT_NFDS,
+                        &mut readfds,
+                        std::ptr::null_mut::<libc::fd_set>(),
+                        std::ptr::null_mut::<libc::fd_set>(),
+                        &mut timeout,
+                    )
+                },
+                "select",
+            );
+        }
+    });
+    for fd in opened {
+        close(fd);
+    }
+    close(null);
+    result
+}
+
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t with one CPU set, for this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+            eprintln!(
+                "probe-bench: cannot pin to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            );
+            std::process::exit(1);
+        }
+    }
+}
+
+fn monotonic_ns() -> u128 {
+    // SAFETY: a valid timespec for clock_gettime (vDSO: no syscall).
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u128 * 1_000_000_000 + now.tv_nsec as u128
+}
+
+fn usage() -> ! {
+    eprintln!("usage: probe-bench run --cpu N --seconds S | stamp FILE | idle");
+    std::process::exit(2)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("run") => {
+            let value = |flag: &str| {
+                args.iter()
+                    .position(|a| a == flag)
+                    .and_then(|i| args.get(i + 1))
+                    .unwrap_or_else(|| usage())
+            };
+            let cpu: usize = value("--cpu").parse().unwrap_or_else(|_| usage());
+            let seconds: f64 = value("--seconds").parse().unwrap_or_else(|_| usage());
+            pin(cpu);
+            type Workload = (&'static str, Box<dyn Fn() -> (u64, f64)>);
+            let workloads: [Workload; 5] = [
+                ("poll1", Box::new(move || poll_one(seconds))),
+                ("poll1024", Box::new(move || poll_many(seconds))),
+                ("openclose", Box::new(move || open_close(seconds))),
+                (
+                    "openclose2",
+                    Box::new(move || open_close_two_threads(seconds, cpu)),
+                ),
+                ("select1000", Box::new(move || select_many(seconds))),
+            ];
+            for (name, workload) in workloads {
+                let (calls, ns) = workload();
+                println!(r#"{{"workload": "{name}", "calls": {calls}, "ns_per_call": {ns:.1}}}"#);
+            }
+        }
+        Some("stamp") => {
+            let path = args.get(1).unwrap_or_else(|| usage());
+            let null = open_null();
+            let mut fds = [pollfd(null)];
+            let before = monotonic_ns();
+            poll(&mut fds);
+            let after = monotonic_ns();
+            std::fs::write(path, format!("{before} {after}\n")).unwrap_or_else(|e| {
+                eprintln!("probe-bench: writing {path}: {e}");
+                std::process::exit(1)
+            });
+        }
+        Some("idle") => loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        },
+        _ => usage(),
+    }
+}
