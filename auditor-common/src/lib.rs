@@ -205,18 +205,40 @@ impl Counts {
     }
 }
 
-/// Key of the probe's per-process counters: one row per (process, program name, site).
-/// The command name is part of the key so that a process that execs shows each program it
-/// ran separately.
+/// Every site's counts of one process: the value of the probe's per-process counters, so
+/// that a call finds all of its sites with one map lookup.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct CountKey {
-    /// Process id (the kernel's tgid).
-    pub pid: u32,
-    /// A [`Site`] discriminant.
-    pub site: u32,
-    /// The process's name as `ps` shows it: its thread-group leader's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiteCounts {
+    /// Indexed by [`Site`] discriminant.
+    pub sites: [Counts; SITE_COUNT],
+}
+
+impl SiteCounts {
+    pub const ZERO: SiteCounts = SiteCounts {
+        sites: [Counts::ZERO; SITE_COUNT],
+    };
+}
+
+/// A process in a traced set entry (`maps::TRACED`): the name its counts go under.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Traced {
+    /// The process's name as `ps` shows it (its thread-group leader's), kept up to date
+    /// from `task:task_rename`; meaningless with `traced::UNNAMED`.
     pub comm: [u8; COMM_LEN],
+    /// `traced` flags.
+    pub flags: u32,
+}
+
+/// Flags of a [`Traced`] entry.
+pub mod traced {
+    /// The process's calls are counted (without it: a process `--comm` did not match).
+    pub const COUNTED: u32 = 1;
+    /// Decided by the process's name: a rename decides again.
+    pub const BY_NAME: u32 = 2;
+    /// The name is not known yet (a pid the loader entered): the probe reads it.
+    pub const UNNAMED: u32 = 4;
 }
 
 /// The syscalls the probe follows; indexes its per-syscall call counters.
@@ -362,10 +384,12 @@ pub const SYSCALL_COUNT: usize = 26;
 /// Longest executable path the probe keeps (with its NUL); a longer one is cut.
 pub const EXE_LEN: usize = 256;
 
-/// A process by id and name (as `ps` shows it), as `maps::EXES` keys its executable.
+/// A process by id and name (as `ps` shows it): the key of its counts in `maps::COUNTS`
+/// (a process that execs shows each program it ran separately) and of its executable in
+/// `maps::EXES`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ExeKey {
+pub struct ProcessKey {
     pub pid: u32,
     pub comm: [u8; COMM_LEN],
 }
@@ -381,6 +405,8 @@ pub mod globals {
     pub const TRACE_ALL: &str = "TRACE_ALL";
     /// u32: 1 when the comm filter map has entries.
     pub const FILTER_COMMS: &str = "FILTER_COMMS";
+    /// u32: 1 when some of them are thread names (`--thread-comm`).
+    pub const FILTER_THREAD_COMMS: &str = "FILTER_THREAD_COMMS";
     /// u32: 1 to add the children of traced processes to the traced set.
     pub const FOLLOW_FORKS: &str = "FOLLOW_FORKS";
     /// u32: a process id that becomes traced when it execs (0: none).
@@ -391,6 +417,9 @@ pub mod globals {
     pub const EXEC_OLD_PID_OFFSET: &str = "EXEC_OLD_PID_OFFSET";
     /// u32: offset of `filename` (a `__data_loc`) in the `sched_process_exec` record.
     pub const EXEC_FILENAME_OFFSET: &str = "EXEC_FILENAME_OFFSET";
+    /// u32: offsets of `pid` and `newcomm` (char[16]) in the `task_rename` record.
+    pub const RENAME_PID_OFFSET: &str = "RENAME_PID_OFFSET";
+    pub const RENAME_NEWCOMM_OFFSET: &str = "RENAME_NEWCOMM_OFFSET";
     /// [`crate::TaskOffsets`]: where the task state the probe reads lies in this kernel's
     /// structs, from its BTF (all zero: unknown, and the sites that need it undecided).
     pub const TASK_OFFSETS: &str = "TASK_OFFSETS";
@@ -435,10 +464,13 @@ pub mod maps {
     pub const CALLS: &str = "CALLS";
     pub const TRACED: &str = "TRACED";
     pub const COMMS: &str = "COMMS";
-    /// The executable each traced process exec'd, by [`crate::ExeKey`].
+    /// The executable each traced process exec'd, by [`crate::ProcessKey`].
     pub const EXES: &str = "EXES";
     /// Entries of `EXES`: exec'd programs remembered in a session.
     pub const EXES_CAPACITY: u32 = 8192;
+    /// Entries of `COUNTS`: (process, name) rows of a session, each `SiteCounts` per CPU,
+    /// allocated as they come.
+    pub const COUNTS_CAPACITY: u32 = 16_384;
     /// Entries of `TRACED`: processes followed at once.
     pub const TRACED_CAPACITY: u32 = 65_536;
     /// Entries of `COMMS`: names given with `--comm` and `--thread-comm` together.
@@ -460,10 +492,12 @@ mod pod {
     // SAFETY: plain #[repr(C)] integers and byte arrays with no padding; every bit pattern
     // is a valid value.
     unsafe impl aya::Pod for super::Counts {}
-    // SAFETY: as above (u32, u32, [u8; 16]: no padding).
-    unsafe impl aya::Pod for super::CountKey {}
+    // SAFETY: as above (Counts only).
+    unsafe impl aya::Pod for super::SiteCounts {}
+    // SAFETY: as above ([u8; 16], u32: no padding).
+    unsafe impl aya::Pod for super::Traced {}
     // SAFETY: as above (u32, [u8; 16]: no padding).
-    unsafe impl aya::Pod for super::ExeKey {}
+    unsafe impl aya::Pod for super::ProcessKey {}
     // SAFETY: thirteen u32, no padding.
     unsafe impl aya::Pod for super::TaskOffsets {}
 }

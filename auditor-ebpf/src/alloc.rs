@@ -6,7 +6,7 @@
 //! `auditor_common::fd::alloc_evaluations`.
 
 use auditor_common::{
-    Site, Syscall,
+    ProcessKey, Site, Syscall,
     fd::{self, AllocStart, Allocator, PairAllocator},
 };
 use aya_ebpf::{
@@ -15,12 +15,15 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{EXIT_RET, args, current_tid, field, tally, target, task};
+use crate::{EXIT_RET, args, field, stash_in, take_from, tally, tally::Row, target, task};
 
 /// An allocation in flight: the table at entry, and what tells its outcome at exit.
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingAlloc {
+    process: ProcessKey,
+    /// 1 from entry to exit (see `crate::PENDING`).
+    live: u32,
     table: AllocStart,
     /// An `Allocator` as u32.
     allocator: u32,
@@ -35,22 +38,27 @@ struct PendingAlloc {
     fds: u64,
 }
 
+/// Allocations in flight, by thread id, as `crate::PENDING`.
 #[map]
 static PENDING_ALLOC: HashMap<u32, PendingAlloc> = HashMap::with_max_entries(65_536, 0);
+
+pub fn forget_thread(tid: u32) {
+    let _ = PENDING_ALLOC.remove(tid);
+}
 
 /// fcntl commands that allocate: F_DUPFD and F_DUPFD_CLOEXEC.
 const F_DUPFD: u64 = 0;
 const F_DUPFD_CLOEXEC: u64 = 1030;
 
-fn record(table: &AllocStart, outcome: fd::AllocOutcome) {
-    record_counts(&fd::alloc_evaluations(table, outcome));
+fn record(row: &Row, table: &AllocStart, outcome: fd::AllocOutcome) {
+    record_counts(row, &fd::alloc_evaluations(table, outcome));
 }
 
-fn record_counts(counts: &fd::AllocCounts) {
-    tally::record(Site::FdBelowMax, &counts.below_max);
-    tally::record(Site::FdFastPath, &counts.fast_path);
-    tally::record(Site::FdTableFull, &counts.table_full);
-    tally::record(Site::FdEmfile, &counts.emfile);
+fn record_counts(row: &Row, counts: &fd::AllocCounts) {
+    row.record(Site::FdBelowMax, &counts.below_max);
+    row.record(Site::FdFastPath, &counts.fast_path);
+    row.record(Site::FdTableFull, &counts.table_full);
+    row.record(Site::FdEmfile, &counts.emfile);
 }
 
 /// Notes an allocation that starts at `start`; `name` is open's path (0 for others).
@@ -66,12 +74,14 @@ fn enter_pair(syscall: Syscall, allocator: PairAllocator, fds: u64) {
 // Inlined: BPF functions take at most five arguments.
 #[inline(always)]
 fn enter_with(syscall: Syscall, allocator: u32, start: u32, name: u64, pair: u32, fds: u64) {
-    if !target::is_traced() {
+    let Some(process) = target::current() else {
         return;
-    }
+    };
     let table = task::alloc_start(start);
     let empty_name = name != 0 && args::read_user::<u8>(name) == Some(0);
     let pending = PendingAlloc {
+        process,
+        live: 1,
         table: table.unwrap_or_default(),
         allocator,
         empty_name: u32::from(empty_name),
@@ -80,33 +90,32 @@ fn enter_with(syscall: Syscall, allocator: u32, start: u32, name: u64, pair: u32
         pair,
         fds,
     };
-    if PENDING_ALLOC.insert(current_tid(), pending, 0).is_err() {
-        record(&AllocStart::default(), fd::AllocOutcome::Maybe);
+    if !stash_in(&PENDING_ALLOC, &pending)
+        && let Some(row) = Row::of(&process)
+    {
+        record(&row, &AllocStart::default(), fd::AllocOutcome::Maybe);
     }
 }
 
 fn exit(ctx: &TracePointContext) {
-    if target::empty_programs() {
-        return;
-    }
-    let tid = current_tid();
-    // SAFETY: the value is copied out before the entry is removed.
-    let Some(pending) = (unsafe { PENDING_ALLOC.get(tid) }).copied() else {
+    let Some(pending) = take_from(&PENDING_ALLOC, |p| &mut p.live) else {
         return;
     };
-    let _ = PENDING_ALLOC.remove(tid);
+    let Some(row) = Row::of(&pending.process) else {
+        return;
+    };
     let ret = field(ctx, EXIT_RET) as i64;
     if pending.pair != 0 {
-        exit_pair(&pending, ret);
+        exit_pair(&row, &pending, ret);
     } else {
-        exit_single(&pending, ret);
+        exit_single(&row, &pending, ret);
     }
     if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
         tally::call(*syscall);
     }
 }
 
-fn exit_pair(pending: &PendingAlloc, ret: i64) {
+fn exit_pair(row: &Row, pending: &PendingAlloc, ret: i64) {
     let allocator = PairAllocator::from_u32(pending.pair - 1);
     let written = match allocator.fds_written(ret) {
         Some(false) => return,
@@ -115,7 +124,9 @@ fn exit_pair(pending: &PendingAlloc, ret: i64) {
     };
     match written {
         Some([first, second]) if pending.table_read != 0 => {
-            record_counts(&fd::pair_evaluations(
+            record_counts(
+                row,
+                &fd::pair_evaluations(
                 &pending.table,
                 first as u32,
                 second as u32,
@@ -123,20 +134,20 @@ fn exit_pair(pending: &PendingAlloc, ret: i64) {
         }
         // Both ran (or may have), on a table or with fds the probe could not read.
         _ => {
-            record(&AllocStart::default(), fd::AllocOutcome::Maybe);
-            record(&AllocStart::default(), fd::AllocOutcome::Maybe);
+            record(row, &AllocStart::default(), fd::AllocOutcome::Maybe);
+            record(row, &AllocStart::default(), fd::AllocOutcome::Maybe);
         }
     }
 }
 
-fn exit_single(pending: &PendingAlloc, ret: i64) {
+fn exit_single(row: &Row, pending: &PendingAlloc, ret: i64) {
     let allocator = Allocator::from_u32(pending.allocator);
     let outcome = allocator.outcome(ret, pending.empty_name != 0);
     if pending.table_read != 0 {
-        record(&pending.table, outcome);
+        record(row, &pending.table, outcome);
     } else if outcome != fd::AllocOutcome::NotReached {
         // It ran (or may have) on a table the probe could not read.
-        record(&AllocStart::default(), fd::AllocOutcome::Maybe);
+        record(row, &AllocStart::default(), fd::AllocOutcome::Maybe);
     }
 }
 

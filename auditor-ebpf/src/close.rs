@@ -3,13 +3,13 @@
 use auditor_common::{Site, Syscall, close};
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{EXIT_RET, field, tally, target};
+use crate::{EXIT_RET, field, tally, tally::Row, target};
 
 #[tracepoint(category = "syscalls", name = "sys_exit_close")]
 pub fn close_exit(ctx: TracePointContext) -> u32 {
-    if target::is_traced() {
+    if let Some(row) = target::current().as_ref().and_then(Row::of) {
         let ret = field(&ctx, EXIT_RET) as i64;
-        tally::record_one(Site::CloseOk, close::ok_evaluation(ret));
+        row.record_one(Site::CloseOk, close::ok_evaluation(ret));
         tally::call(Syscall::Close);
     }
     0

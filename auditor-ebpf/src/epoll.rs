@@ -7,7 +7,7 @@ use auditor_common::{
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, target};
+use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, tally::Row, target};
 
 // Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_epoll_{wait,pwait,pwait2}/format.
 const ENTER_EVENTS: usize = 24;
@@ -54,9 +54,9 @@ pub fn epoll_pwait2_exit(ctx: TracePointContext) -> u32 {
 }
 
 fn enter(ctx: &TracePointContext, syscall: Syscall) {
-    if !target::is_traced() {
+    let Some(process) = target::current() else {
         return;
-    }
+    };
     let timeout = if syscall == Syscall::EpollPwait2 {
         args::timespec(field(ctx, ENTER_TIMEOUT))
     } else {
@@ -68,14 +68,17 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
         args::sigmask(field(ctx, ENTER_SIGMASK), field(ctx, ENTER_SIGSETSIZE))
     };
     let pending = Pending::new(
+        process,
         field(ctx, ENTER_EVENTS),
         field(ctx, ENTER_MAXEVENTS) as u32,
         timeout.prelude().and(sigmask),
         timeout,
     );
-    if !stash(&pending) {
-        tally::record_one(Site::EpollBadArgs, auditor_common::Evaluation::Undecided);
-        tally::record_one(
+    if !stash(&pending)
+        && let Some(row) = Row::of(&process)
+    {
+        row.record_one(Site::EpollBadArgs, auditor_common::Evaluation::Undecided);
+        row.record_one(
             Site::EpollZeroTimeout,
             auditor_common::Evaluation::Undecided,
         );
@@ -86,6 +89,9 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
     let Some(pending) = take_pending() else {
         return;
     };
+    let Some(row) = Row::of(&pending.process) else {
+        return;
+    };
     let ret = field(ctx, EXIT_RET) as i64;
     let bad_args = epoll::bad_args_evaluation(
         pending.count as i32,
@@ -93,8 +99,8 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
         Prelude::from_u32(pending.prelude),
         ret,
     );
-    tally::record_one(Site::EpollBadArgs, bad_args);
-    tally::record_one(
+    row.record_one(Site::EpollBadArgs, bad_args);
+    row.record_one(
         Site::EpollZeroTimeout,
         epoll::zero_timeout_evaluation(bad_args, Timeout::from_u32(pending.timeout).is_zero()),
     );

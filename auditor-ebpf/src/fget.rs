@@ -4,20 +4,27 @@
 use auditor_common::{Counts, Reached, Site, Syscall, fd};
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{tally, target, task};
+use crate::{tally, tally::Row, target, task};
 
 /// Records `lookups` fd lookups made if `reached`, with the table as it is now.
-pub fn record_lookups(lookups: u64, reached: Reached) {
-    let shared = task::files_count().map(fd::table_shared);
+pub fn record_lookups(row: &Row, lookups: u64, reached: Reached) {
+    if lookups == 0 {
+        return;
+    }
+    // Only a reached lookup depends on the table: the rest need not read it.
+    let shared = match reached {
+        Reached::Yes => task::files_count().map(fd::table_shared),
+        Reached::No | Reached::Unknown => None,
+    };
     let mut counts = Counts::ZERO;
     counts.record(reached.evaluate(shared), lookups);
-    tally::record(Site::FgetTableShared, &counts);
+    row.record(Site::FgetTableShared, &counts);
 }
 
 /// A syscall that looks its one fd up first thing.
 fn single_lookup(syscall: Syscall) {
-    if target::is_traced() {
-        record_lookups(1, Reached::Yes);
+    if let Some(row) = target::current().as_ref().and_then(Row::of) {
+        record_lookups(&row, 1, Reached::Yes);
         tally::call(syscall);
     }
 }
@@ -47,8 +54,8 @@ pub fn sendmsg_enter(_ctx: TracePointContext) -> u32 {
 }
 
 /// Lookups of a poll scan: every entry `do_pollfd` did not skip as negative.
-pub fn record_poll_lookups(fd_negative: &Counts, reached: Reached) {
-    record_lookups(fd_negative.not_taken, reached);
+pub fn record_poll_lookups(row: &Row, fd_negative: &Counts) {
+    record_lookups(row, fd_negative.not_taken, Reached::Yes);
     // Entries whose fd could not be read may have been looked up.
-    record_lookups(fd_negative.unreadable, Reached::Unknown);
+    record_lookups(row, fd_negative.unreadable, Reached::Unknown);
 }

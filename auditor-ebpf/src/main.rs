@@ -21,6 +21,7 @@ mod target;
 mod task;
 
 use auditor_common::{
+    ProcessKey,
     prelude::{Prelude, Timeout},
     select::SetScan,
 };
@@ -30,6 +31,10 @@ use aya_ebpf::{macros::map, maps::HashMap};
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Pending {
+    /// The process the call is counted for.
+    pub process: ProcessKey,
+    /// 1 from entry to exit: a thread's entry stays in the map between its calls.
+    pub live: u32,
     /// select: `n`; poll: the pollfd array; epoll: the events buffer.
     pub arg: u64,
     /// poll: `nfds`; epoll: `maxevents`.
@@ -41,12 +46,19 @@ pub struct Pending {
     /// select: 1 when `scan` holds the walk over the fd_sets read at entry.
     pub sets_read: u32,
     pub scan: SetScan,
-    pub _pad: u32,
 }
 
 impl Pending {
-    pub const fn new(arg: u64, count: u32, prelude: Prelude, timeout: Timeout) -> Pending {
+    pub const fn new(
+        process: ProcessKey,
+        arg: u64,
+        count: u32,
+        prelude: Prelude,
+        timeout: Timeout,
+    ) -> Pending {
         Pending {
+            process,
+            live: 1,
             arg,
             count,
             prelude: prelude as u32,
@@ -59,13 +71,14 @@ impl Pending {
                 lookups: 0,
                 pending_empty: 0,
             },
-            _pad: 0,
         }
     }
 }
 
 /// Calls in flight, keyed by thread id. Sized for every thread of a busy machine being
-/// inside one of the followed syscalls at once.
+/// inside one of the followed syscalls at once. A thread's entry is rewritten in place by
+/// its next call and removed when the thread exits: an insert and a delete per call cost
+/// more than the rest of a small call's work.
 #[map]
 static PENDING: HashMap<u32, Pending> = HashMap::with_max_entries(65_536, 0);
 
@@ -74,28 +87,59 @@ fn current_tid() -> u32 {
     aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32
 }
 
-/// Leaves `pending` for this thread's exit handler; false when the table is full.
-fn stash(pending: &Pending) -> bool {
-    PENDING.insert(current_tid(), pending, 0).is_ok()
+/// Leaves `value` for this thread's exit handler in `map`; false when the table is full.
+fn stash_in<T: Copy>(map: &HashMap<u32, T>, value: &T) -> bool {
+    let tid = current_tid();
+    if let Some(slot) = map.get_ptr_mut(tid) {
+        // SAFETY: a pointer into the map's value, valid for this program run; only this
+        // thread uses its entry.
+        unsafe { *slot = *value };
+        return true;
+    }
+    map.insert(tid, value, 0).is_ok()
 }
 
-/// Takes what this thread's entry handler left, if it traced the call.
-fn take_pending() -> Option<Pending> {
+/// What this thread's entry handler left in `map`, if it followed the call; `live` says
+/// where the value's live flag is, and is cleared.
+fn take_from<T: Copy>(map: &HashMap<u32, T>, live: impl Fn(&mut T) -> &mut u32) -> Option<T> {
     if target::empty_programs() {
         return None;
     }
-    let tid = current_tid();
-    // SAFETY: the value is copied out before the entry is removed.
-    let pending = unsafe { PENDING.get(tid) }.copied()?;
-    let _ = PENDING.remove(tid);
-    Some(pending)
+    let slot = map.get_ptr_mut(current_tid())?;
+    // SAFETY: as in `stash_in`.
+    let value = unsafe { &mut *slot };
+    let flag = live(value);
+    if *flag == 0 {
+        return None;
+    }
+    *flag = 0;
+    Some(*value)
 }
 
-/// Reads the syscall argument or return value at `offset` of a `syscalls:*` record.
+fn stash(pending: &Pending) -> bool {
+    stash_in(&PENDING, pending)
+}
+
+fn take_pending() -> Option<Pending> {
+    take_from(&PENDING, |p| &mut p.live)
+}
+
+/// Forgets an exiting thread's calls in flight.
+fn forget_thread(tid: u32) {
+    let _ = PENDING.remove(tid);
+    alloc::forget_thread(tid);
+}
+
+/// Reads the syscall argument or return value at `offset` of a `syscalls:*` record: a
+/// direct load from the record, which the verifier checks against the record's size (a
+/// probe-read helper call costs more than the rest of a small handler). Inlined, so that
+/// `offset` is a constant in the load, as the verifier requires of context accesses.
+#[inline(always)]
 fn field(ctx: &aya_ebpf::programs::TracePointContext, offset: usize) -> u64 {
+    use aya_ebpf::EbpfContext as _;
     // SAFETY: offsets come from the tracefs format files of the syscall records (cited at
-    // each use); read_at is a bounds-checked bpf_probe_read of the record.
-    unsafe { ctx.read_at::<u64>(offset) }.unwrap_or(0)
+    // each use): an aligned u64 inside every record of that event.
+    unsafe { *(ctx.as_ptr().cast::<u8>().add(offset).cast::<u64>()) }
 }
 
 /// Offset of `ret` in every `syscalls:sys_exit_*` record

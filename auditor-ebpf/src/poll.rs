@@ -18,7 +18,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{EXIT_RET, Pending, args, fget, field, stash, take_pending, tally, target};
+use crate::{EXIT_RET, Pending, args, fget, field, stash, take_pending, tally, tally::Row, target};
 
 // Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_{poll,ppoll}/format.
 const ENTER_UFDS: usize = 16;
@@ -63,9 +63,9 @@ fn undecided(entries: u32) -> Counts {
 }
 
 fn enter(ctx: &TracePointContext, syscall: Syscall) {
-    if !target::is_traced() {
+    let Some(process) = target::current() else {
         return;
-    }
+    };
     let (timeout, prelude) = if syscall == Syscall::Poll {
         (
             Timeout::from_millis(field(ctx, ENTER_TIMEOUT) as i32),
@@ -80,22 +80,25 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
         (timeout, timeout.prelude().and(sigmask))
     };
     let pending = Pending::new(
+        process,
         field(ctx, ENTER_UFDS),
         poll::nfds_from_arg(field(ctx, ENTER_NFDS)),
         prelude,
         timeout,
     );
-    if !stash(&pending) {
+    if !stash(&pending)
+        && let Some(row) = Row::of(&process)
+    {
         // No room to follow the call to its exit: each branch may run, direction unknown.
         for site in [
             Site::PollNfdsOverRlimit,
             Site::PollEntriesOnHeap,
             Site::PollZeroTimeout,
         ] {
-            tally::record_one(site, Evaluation::Undecided);
+            row.record_one(site, Evaluation::Undecided);
         }
         for site in [Site::PollFdNegative, Site::PollFdNotOpen] {
-            tally::record(site, &undecided(pending.count));
+            row.record(site, &undecided(pending.count));
         }
     }
 }
@@ -104,32 +107,35 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
     let Some(pending) = take_pending() else {
         return;
     };
+    let Some(row) = Row::of(&pending.process) else {
+        return;
+    };
     let ret = field(ctx, EXIT_RET) as i64;
     let nfds = pending.count;
     // In the kernel's order, each branch gated by the one before it.
     let over_rlimit = poll::nfds_over_rlimit_evaluation(Prelude::from_u32(pending.prelude), ret);
     let scan = poll::scan(over_rlimit, ret);
-    tally::record_one(Site::PollNfdsOverRlimit, over_rlimit);
-    tally::record_one(
+    row.record_one(Site::PollNfdsOverRlimit, over_rlimit);
+    row.record_one(
         Site::PollEntriesOnHeap,
         poll::entries_on_heap_evaluation(over_rlimit, nfds, ret),
     );
-    tally::record_one(
+    row.record_one(
         Site::PollZeroTimeout,
         scan.evaluate(Timeout::from_u32(pending.timeout).is_zero()),
     );
     match scan {
         Reached::No => {}
         Reached::Unknown => {
-            tally::record(Site::PollFdNegative, &undecided(nfds));
-            tally::record(Site::PollFdNotOpen, &undecided(nfds));
-            fget::record_lookups(u64::from(nfds), Reached::Unknown);
+            row.record(Site::PollFdNegative, &undecided(nfds));
+            row.record(Site::PollFdNotOpen, &undecided(nfds));
+            fget::record_lookups(&row, u64::from(nfds), Reached::Unknown);
         }
         Reached::Yes => {
             if let Some((negative, not_open)) = walk(pending.arg, nfds) {
-                tally::record(Site::PollFdNegative, &negative);
-                tally::record(Site::PollFdNotOpen, &not_open);
-                fget::record_poll_lookups(&negative, Reached::Yes);
+                row.record(Site::PollFdNegative, &negative);
+                row.record(Site::PollFdNotOpen, &not_open);
+                fget::record_poll_lookups(&row, &negative);
             }
         }
     }

@@ -18,7 +18,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, target, task};
+use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, tally::Row, target, task};
 
 // Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_{select,pselect6}/format.
 const ENTER_N: usize = 16;
@@ -63,9 +63,9 @@ fn sigmask_prelude(argpack: u64) -> Prelude {
 }
 
 fn enter(ctx: &TracePointContext, syscall: Syscall) {
-    if !target::is_traced() {
+    let Some(process) = target::current() else {
         return;
-    }
+    };
     let timeout = if syscall == Syscall::Select {
         args::timeval(field(ctx, ENTER_TIMEOUT))
     } else {
@@ -78,7 +78,7 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
     let n = select::n_from_arg(field(ctx, ENTER_N));
     // core_sys_select reads max_fds once, at its start; 0: unreadable.
     let max_fds = task::max_fds().unwrap_or(0);
-    let mut pending = Pending::new(field(ctx, ENTER_N), max_fds, prelude, timeout);
+    let mut pending = Pending::new(process, field(ctx, ENTER_N), max_fds, prelude, timeout);
     if n >= 0 && max_fds != 0 {
         let used_n = (n as u32).min(max_fds);
         if let Some(scan) = read_sets(ctx, used_n) {
@@ -86,7 +86,9 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
             pending.scan = scan;
         }
     }
-    if !stash(&pending) {
+    if !stash(&pending)
+        && let Some(row) = Row::of(&process)
+    {
         // No room to follow the call to its exit: each branch may run, direction unknown.
         for site in [
             Site::SelectNNegative,
@@ -95,17 +97,20 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
             Site::SelectFdNotOpen,
             Site::SelectZeroTimeout,
         ] {
-            tally::record_one(site, Evaluation::Undecided);
+            row.record_one(site, Evaluation::Undecided);
         }
         let upper_n = n.max(0) as u32;
         let (words, lookups) = select::walk_counts(Reached::Unknown, None, upper_n, None);
-        tally::record(Site::SelectWordEmpty, &words);
-        tally::record(Site::FgetTableShared, &lookups);
+        row.record(Site::SelectWordEmpty, &words);
+        row.record(Site::FgetTableShared, &lookups);
     }
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
     let Some(pending) = take_pending() else {
+        return;
+    };
+    let Some(row) = Row::of(&pending.process) else {
         return;
     };
     let ret = field(ctx, EXIT_RET) as i64;
@@ -123,13 +128,13 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
     let upper_n = used_n.unwrap_or(n.max(0) as u32);
     let shared = task::files_count().map(fd::table_shared);
     let (words, lookups) = select::walk_counts(select::after(fd_not_open), scan, upper_n, shared);
-    tally::record_one(Site::SelectNNegative, n_negative);
-    tally::record_one(Site::SelectNClamped, clamped);
-    tally::record_one(Site::SelectBitmapsOnHeap, on_heap);
-    tally::record_one(Site::SelectFdNotOpen, fd_not_open);
-    tally::record_one(Site::SelectZeroTimeout, zero_timeout);
-    tally::record(Site::SelectWordEmpty, &words);
-    tally::record(Site::FgetTableShared, &lookups);
+    row.record_one(Site::SelectNNegative, n_negative);
+    row.record_one(Site::SelectNClamped, clamped);
+    row.record_one(Site::SelectBitmapsOnHeap, on_heap);
+    row.record_one(Site::SelectFdNotOpen, fd_not_open);
+    row.record_one(Site::SelectZeroTimeout, zero_timeout);
+    row.record(Site::SelectWordEmpty, &words);
+    row.record(Site::FgetTableShared, &lookups);
     tally::call(syscall);
 }
 

@@ -1,68 +1,79 @@
-//! The probe's counters: per (process, command, site) in a per-CPU hash, per site when that
-//! hash is full, and calls per syscall.
+//! The probe's counters: a row of every site's counts per (process, name) in a per-CPU
+//! hash, found once per call; one row for counts that found no room there; and calls per
+//! syscall.
 
-use auditor_common::{CountKey, Counts, Evaluation, SITE_COUNT, SYSCALL_COUNT, Site, Syscall};
+use auditor_common::{
+    Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, maps,
+};
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     macros::map,
-    maps::{PerCpuArray, PerCpuHashMap},
+    maps::{Array, PerCpuArray, PerCpuHashMap},
 };
 
+/// Rows are allocated as processes first make a counted call: a session that counts a few
+/// processes holds a few rows, not the capacity.
 #[map]
-static COUNTS: PerCpuHashMap<CountKey, Counts> = PerCpuHashMap::with_max_entries(16_384, 0);
+static COUNTS: PerCpuHashMap<ProcessKey, SiteCounts> =
+    PerCpuHashMap::with_max_entries(maps::COUNTS_CAPACITY, BPF_F_NO_PREALLOC);
 
 /// Counts that found no room in `COUNTS`: still exact per site, only not per process.
 #[map]
-static UNATTRIBUTED: PerCpuArray<Counts> = PerCpuArray::with_max_entries(SITE_COUNT as u32, 0);
+static UNATTRIBUTED: PerCpuArray<SiteCounts> = PerCpuArray::with_max_entries(1, 0);
+
+/// A row of zeros to start a new row from: too large for the BPF stack.
+#[map]
+static ZERO_ROW: Array<SiteCounts> = Array::with_max_entries(1, 0);
 
 /// Calls seen at exit, per followed syscall.
 #[map]
 static CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SYSCALL_COUNT as u32, 0);
 
-fn add(slot: *mut Counts, counts: &Counts) {
-    // SAFETY: slot points into this CPU's copy of a map value; no other CPU writes it and
-    // this program is not re-entered on the same CPU.
-    unsafe { (*slot).add(counts) }
-}
+/// This CPU's row of one process's counts, for the length of one program run.
+pub struct Row(*mut SiteCounts);
 
-/// Adds `counts` to the current process's row for `site`.
-pub fn record(site: Site, counts: &Counts) {
-    if counts.total() == 0 {
-        return;
+impl Row {
+    /// The row of `process` (created on its first counted call), or the unattributed row
+    /// when the table is full; None only if the maps are missing, which cannot happen.
+    pub fn of(process: &ProcessKey) -> Option<Row> {
+        if let Some(row) = COUNTS.get_ptr_mut(process) {
+            return Some(Row(row));
+        }
+        // A new row holds zeros on every CPU. EEXIST means another CPU created it meanwhile.
+        let zero = ZERO_ROW.get(0)?;
+        let _ = COUNTS.insert(process, zero, u64::from(BPF_NOEXIST));
+        COUNTS
+            .get_ptr_mut(process)
+            .or_else(|| UNATTRIBUTED.get_ptr_mut(0))
+            .map(Row)
     }
-    let key = CountKey {
-        pid: (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32,
-        site: site as u32,
-        // The process's name, so that its threads share one row whatever their own names.
-        comm: crate::task::process_comm().unwrap_or([0; 16]),
-    };
-    if let Some(slot) = COUNTS.get_ptr_mut(key) {
-        add(slot, counts);
-        return;
-    }
-    // A new row holds this CPU's counts and zero for the others. EEXIST means another CPU
-    // created it meanwhile: add to our slot of that row.
-    if COUNTS.insert(key, counts, u64::from(BPF_NOEXIST)).is_ok() {
-        return;
-    }
-    if let Some(slot) = COUNTS.get_ptr_mut(key) {
-        add(slot, counts);
-    } else if let Some(slot) = UNATTRIBUTED.get_ptr_mut(site as u32) {
-        add(slot, counts);
-    }
-}
 
-/// Adds one evaluation of `site` (nothing if it was not reached).
-pub fn record_one(site: Site, evaluation: Evaluation) {
-    let mut counts = Counts::ZERO;
-    counts.record(evaluation, 1);
-    record(site, &counts);
+    /// The counts of `site` in this row (checked: the verifier allows no panic path).
+    fn site(&self, site: Site) -> Option<&mut Counts> {
+        // SAFETY: this CPU's copy of a map value, valid for this program run; no other CPU
+        // writes it and this program is not re-entered on the same CPU.
+        unsafe { (*self.0).sites.get_mut(site as usize) }
+    }
+
+    /// Adds `counts` to `site`.
+    pub fn record(&self, site: Site, counts: &Counts) {
+        if let Some(slot) = self.site(site) {
+            slot.add(counts);
+        }
+    }
+
+    /// Adds one evaluation of `site` (nothing if it was not reached).
+    pub fn record_one(&self, site: Site, evaluation: Evaluation) {
+        if let Some(slot) = self.site(site) {
+            slot.record(evaluation, 1);
+        }
+    }
 }
 
 /// Counts one finished call of `syscall`.
 pub fn call(syscall: Syscall) {
     if let Some(slot) = CALLS.get_ptr_mut(syscall as u32) {
-        // SAFETY: this CPU's slot of a per-CPU array; see `add`.
+        // SAFETY: this CPU's slot of a per-CPU array; see `Row::record`.
         unsafe { *slot += 1 }
     }
 }

@@ -1,11 +1,12 @@
 //! Which processes are counted: the auditor's target, set by the loader through globals
 //! and maps, and kept up to date from `sched` tracepoints (forks, execs, exits).
 //!
-//! `TRACED` holds thread-group ids (the kernel's "process"). An entry leaves when its
-//! thread group has exited, before the kernel can give the pid to another process, so a
-//! reused pid is never counted as the target's.
+//! `TRACED` holds thread-group ids (the kernel's "process") with the name their counts go
+//! under, so that a counted call costs one lookup here and one for its row of counts. An
+//! entry leaves when its thread group has exited, before the kernel can give the pid to
+//! another process, so a reused pid is never counted as the target's.
 
-use auditor_common::{COMM_LEN, EXE_LEN, ExeKey, comm_match, maps};
+use auditor_common::{COMM_LEN, EXE_LEN, ProcessKey, Traced, comm_match, maps, traced};
 use aya_ebpf::{
     EbpfContext,
     macros::{map, tracepoint},
@@ -24,6 +25,8 @@ static TRACE_ALL: u32 = 0;
 #[unsafe(no_mangle)]
 static FILTER_COMMS: u32 = 0;
 #[unsafe(no_mangle)]
+static FILTER_THREAD_COMMS: u32 = 0;
+#[unsafe(no_mangle)]
 static FOLLOW_FORKS: u32 = 0;
 #[unsafe(no_mangle)]
 static EXEC_TARGET: u32 = 0;
@@ -33,15 +36,22 @@ static FORK_CHILD_PID_OFFSET: u32 = 0;
 static EXEC_OLD_PID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static EXEC_FILENAME_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static RENAME_PID_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static RENAME_NEWCOMM_OFFSET: u32 = 0;
 
-/// Process ids (tgids) whose syscalls are counted; for a moment after a clone, also the
-/// ids of new threads (see `process_fork`).
+/// Process ids (tgids) whose syscalls are counted, and under which name; for a moment
+/// after a clone, also the ids of new threads (see `process_fork`). With `--all` and
+/// `--comm`, every process that made a followed call (`--comm` keeps the ones it did not
+/// match too, so that their calls are not matched again).
 #[map]
-static TRACED: HashMap<u32, u8> = HashMap::with_max_entries(maps::TRACED_CAPACITY, 0);
+static TRACED: HashMap<u32, Traced> = HashMap::with_max_entries(maps::TRACED_CAPACITY, 0);
 
 /// The executable each traced process exec'd, by pid and its new name.
 #[map]
-static EXES: HashMap<ExeKey, [u8; EXE_LEN]> = HashMap::with_max_entries(maps::EXES_CAPACITY, 0);
+static EXES: HashMap<ProcessKey, [u8; EXE_LEN]> =
+    HashMap::with_max_entries(maps::EXES_CAPACITY, 0);
 
 /// Room to read an executable's path into: too large for the BPF stack.
 #[map]
@@ -80,36 +90,75 @@ pub fn empty_programs() -> bool {
     global(&EMPTY_PROGRAMS) != 0
 }
 
-/// Whether the current task's syscalls are counted.
-pub fn is_traced() -> bool {
-    if empty_programs() {
-        return false;
-    }
-    let tgid = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
-    if tgid == global(&AUDITOR_PID) {
-        return false;
-    }
-    if global(&TRACE_ALL) != 0 {
-        return true;
-    }
-    // SAFETY: the value is only tested for presence.
-    if unsafe { TRACED.get(tgid) }.is_some() {
-        return true;
-    }
-    if global(&FILTER_COMMS) == 0 {
-        return false;
-    }
-    let Ok(thread) = aya_ebpf::helpers::bpf_get_current_comm() else {
-        return false;
-    };
-    // Without the task offsets the leader's name is unknown: the loader says so.
-    let process = task::leader_comm().unwrap_or(thread);
-    comm_matches(&process, comm_match::PROCESS) || comm_matches(&thread, comm_match::THREAD)
+fn current_tgid() -> u32 {
+    (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32
 }
 
-fn trace_process(pid: u32) {
-    // A full table only stops following new processes; the loader sized it for the target.
-    let _ = TRACED.insert(pid, 1, 0);
+/// The process making the current call, if its calls are counted: one lookup for a
+/// process already seen.
+pub fn current() -> Option<ProcessKey> {
+    if empty_programs() {
+        return None;
+    }
+    let pid = current_tgid();
+    if pid == global(&AUDITOR_PID) {
+        return None;
+    }
+    if let Some(entry) = TRACED.get_ptr_mut(pid) {
+        // SAFETY: a pointer into the map's value, valid for this program run.
+        let entry = unsafe { &mut *entry };
+        if entry.flags & traced::UNNAMED != 0 {
+            // Entered by the loader: its name is read once, by its first counted call.
+            entry.comm = task::process_comm()?;
+            entry.flags &= !traced::UNNAMED;
+        }
+        if entry.flags & traced::COUNTED != 0 {
+            return Some(ProcessKey {
+                pid,
+                comm: entry.comm,
+            });
+        }
+        return by_thread_name(pid, &entry.comm);
+    }
+    if global(&TRACE_ALL) != 0 {
+        return enter(pid, task::process_comm()?, traced::COUNTED);
+    }
+    if global(&FILTER_COMMS) == 0 {
+        return None;
+    }
+    // Without the task offsets the leader's name is unknown: the loader says so.
+    let Ok(thread) = aya_ebpf::helpers::bpf_get_current_comm() else {
+        return None;
+    };
+    let comm = task::leader_comm().unwrap_or(thread);
+    if comm_matches(&comm, comm_match::PROCESS) {
+        return enter(pid, comm, traced::COUNTED | traced::BY_NAME);
+    }
+    let _ = enter(pid, comm, traced::BY_NAME);
+    by_thread_name(pid, &comm)
+}
+
+/// Enters `pid` under `comm` with `flags`: the process to count if COUNTED (also when the
+/// table is full: only this call then pays for the decision).
+fn enter(pid: u32, comm: [u8; COMM_LEN], flags: u32) -> Option<ProcessKey> {
+    let _ = TRACED.insert(pid, Traced { comm, flags }, 0);
+    (flags & traced::COUNTED != 0).then_some(ProcessKey { pid, comm })
+}
+
+/// A call of a process `--comm` did not match, counted when its thread's own name is one
+/// `--thread-comm` gives (a thread's name is read at each call: threads rename freely).
+fn by_thread_name(pid: u32, comm: &[u8; COMM_LEN]) -> Option<ProcessKey> {
+    if global(&FILTER_THREAD_COMMS) == 0 {
+        return None;
+    }
+    let thread = aya_ebpf::helpers::bpf_get_current_comm().ok()?;
+    comm_matches(&thread, comm_match::THREAD).then_some(ProcessKey { pid, comm: *comm })
+}
+
+/// Counts `pid` from now on; a full table only stops following new processes (the loader
+/// sized it for the target).
+fn trace_process(pid: u32, comm: [u8; COMM_LEN]) {
+    let _ = enter(pid, comm, traced::COUNTED);
 }
 
 /// `sched:sched_process_fork` runs in the parent before the child can run, so a child of a
@@ -120,15 +169,21 @@ pub fn process_fork(ctx: TracePointContext) -> u32 {
     if empty_programs() || global(&FOLLOW_FORKS) == 0 {
         return 0;
     }
-    let parent = (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32;
-    // SAFETY: presence test only.
-    if unsafe { TRACED.get(parent) }.is_none() {
+    // SAFETY: the value is copied out.
+    let Some(parent) = (unsafe { TRACED.get(current_tgid()) }).copied() else {
+        return 0;
+    };
+    if parent.flags & traced::COUNTED == 0 {
         return 0;
     }
     let offset = global(&FORK_CHILD_PID_OFFSET) as usize;
+    // A child starts with the name of the thread that forked it.
     // SAFETY: the loader read the offset of child_pid from this kernel's format file.
-    if let Ok(child) = unsafe { ctx.read_at::<u32>(offset) } {
-        trace_process(child);
+    if let (Ok(child), Ok(comm)) = (
+        unsafe { ctx.read_at::<u32>(offset) },
+        aya_ebpf::helpers::bpf_get_current_comm(),
+    ) {
+        trace_process(child, comm);
     }
     0
 }
@@ -143,11 +198,14 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
     }
     let tgid = ctx.tgid();
     let target = global(&EXEC_TARGET);
-    if target != 0 && tgid == target {
-        trace_process(target);
+    if target != 0
+        && tgid == target
+        && let Some(comm) = task::process_comm()
+    {
+        trace_process(target, comm);
     }
-    if is_traced() {
-        note_exe(&ctx, tgid);
+    if let Some(process) = current() {
+        note_exe(&ctx, process);
     }
     let offset = global(&EXEC_OLD_PID_OFFSET) as usize;
     // SAFETY: the loader read the offset of old_pid from this kernel's format file.
@@ -161,7 +219,7 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
 
 /// Remembers the path the current process exec'd (the record's `filename`), under its
 /// pid and new name, for the report's per-process rows.
-fn note_exe(ctx: &TracePointContext, pid: u32) {
+fn note_exe(ctx: &TracePointContext, process: ProcessKey) {
     let offset = global(&EXEC_FILENAME_OFFSET) as usize;
     // SAFETY: the loader read the offset of the filename's __data_loc from this kernel's
     // format file: its low 16 bits are where the string lies in the record.
@@ -180,10 +238,39 @@ fn note_exe(ctx: &TracePointContext, pid: u32) {
     {
         return;
     }
-    let Some(comm) = task::process_comm() else {
-        return;
+    let _ = EXES.insert(process, path, 0);
+}
+
+/// `task:task_rename` (prctl PR_SET_NAME, a write to /proc/PID/comm, and every exec): a
+/// counted process's calls go under its new name from now on; a process `--comm` decided
+/// on is decided again at its next call.
+#[tracepoint(category = "task", name = "task_rename")]
+pub fn task_rename(ctx: TracePointContext) -> u32 {
+    if empty_programs() {
+        return 0;
+    }
+    // SAFETY: the loader read both offsets from this kernel's format file.
+    let Ok(pid) = (unsafe { ctx.read_at::<u32>(global(&RENAME_PID_OFFSET) as usize) }) else {
+        return 0;
     };
-    let _ = EXES.insert(ExeKey { pid, comm }, path, 0);
+    // Only a thread-group leader's name is its process's: threads have no entry but for
+    // a moment after their clone, and renaming that one is harmless.
+    let Some(entry) = TRACED.get_ptr_mut(pid) else {
+        return 0;
+    };
+    // SAFETY: a pointer into the map's value, valid for this program run.
+    let entry = unsafe { &mut *entry };
+    if entry.flags & traced::BY_NAME != 0 {
+        let _ = TRACED.remove(pid);
+        return 0;
+    }
+    // SAFETY: as above; a char[16], checked by the loader.
+    if let Ok(comm) =
+        unsafe { ctx.read_at::<[u8; COMM_LEN]>(global(&RENAME_NEWCOMM_OFFSET) as usize) }
+    {
+        entry.comm = comm;
+    }
+    0
 }
 
 /// `sched:sched_process_exit` runs in each exiting task before its id is freed: a thread's
@@ -203,5 +290,6 @@ pub fn process_exit(ctx: TracePointContext) -> u32 {
     if unsafe { TRACED.get(tgid) }.is_some() && task::group_dead() == Some(true) {
         let _ = TRACED.remove(tgid);
     }
+    crate::forget_thread(tid);
     0
 }

@@ -4,8 +4,8 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use auditor_common::{
-    COMM_LEN, CountKey, Counts, EXE_LEN, ExeKey, Site, Syscall, TaskOffsets, comm_match, globals,
-    maps,
+    COMM_LEN, Counts, EXE_LEN, ProcessKey, Site, SiteCounts, Syscall, TaskOffsets, Traced,
+    comm_match, globals, maps, traced,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -25,8 +25,9 @@ use crate::{
 static PROBE_ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/auditor-probe"));
 
 /// Every program of the probe and the tracepoint it attaches to.
-const PROGRAMS: [(&str, &str, &str); 50] = [
+const PROGRAMS: [(&str, &str, &str); 51] = [
     ("process_fork", "sched", "sched_process_fork"),
+    ("task_rename", "task", "task_rename"),
     ("process_exec", "sched", "sched_process_exec"),
     ("process_exit", "sched", "sched_process_exit"),
     ("select_enter", "syscalls", "sys_enter_select"),
@@ -211,12 +212,16 @@ impl Probe {
         let fork_child_pid = tracefs::field_offset("sched", "sched_process_fork", "child_pid")?;
         let exec_old_pid = tracefs::field_offset("sched", "sched_process_exec", "old_pid")?;
         let exec_filename = tracefs::field_offset("sched", "sched_process_exec", "filename")?;
+        let rename_pid = tracefs::field_offset("task", "task_rename", "pid")?;
+        // Declared `char newcomm[16]`: a name of another length would not fit the probe's.
+        let rename_newcomm = tracefs::field_offset("task", "task_rename", "newcomm[16]")?;
 
         let flag = |on: bool| u32::from(on);
         let auditor_pid = std::process::id();
         let empty_programs = flag(filter.empty_programs);
         let trace_all = flag(filter.all);
         let filter_comms = flag(names > 0);
+        let filter_thread_comms = flag(!filter.thread_comms.is_empty());
         let follow_forks = flag(filter.follow_forks);
         let exec_target = filter.exec_target.unwrap_or(0);
         let record_offset =
@@ -224,6 +229,8 @@ impl Probe {
         let fork_offset = record_offset(fork_child_pid)?;
         let exec_offset = record_offset(exec_old_pid)?;
         let filename_offset = record_offset(exec_filename)?;
+        let rename_pid_offset = record_offset(rename_pid)?;
+        let rename_newcomm_offset = record_offset(rename_newcomm)?;
         let (task_offsets, task_state_error) = match task_offsets() {
             Ok(offsets) => (offsets, None),
             Err(why) => (TaskOffsets::default(), Some(why)),
@@ -233,24 +240,32 @@ impl Probe {
             .override_global(globals::EMPTY_PROGRAMS, &empty_programs, true)
             .override_global(globals::TRACE_ALL, &trace_all, true)
             .override_global(globals::FILTER_COMMS, &filter_comms, true)
+            .override_global(globals::FILTER_THREAD_COMMS, &filter_thread_comms, true)
             .override_global(globals::FOLLOW_FORKS, &follow_forks, true)
             .override_global(globals::EXEC_TARGET, &exec_target, true)
             .override_global(globals::FORK_CHILD_PID_OFFSET, &fork_offset, true)
             .override_global(globals::EXEC_OLD_PID_OFFSET, &exec_offset, true)
             .override_global(globals::EXEC_FILENAME_OFFSET, &filename_offset, true)
+            .override_global(globals::RENAME_PID_OFFSET, &rename_pid_offset, true)
+            .override_global(globals::RENAME_NEWCOMM_OFFSET, &rename_newcomm_offset, true)
             .override_global(globals::TASK_OFFSETS, &task_offsets, true)
             .load(PROBE_ELF)
             .map_err(|e| Error::Probe(format!("loading the probe: {e}")))?;
 
         {
-            let mut traced: HashMap<_, u32, u8> = HashMap::try_from(
+            let mut traced_set: HashMap<_, u32, Traced> = HashMap::try_from(
                 ebpf.map_mut(maps::TRACED)
                     .ok_or(Error::Probe(maps::TRACED.into()))?,
             )
             .map_err(|e| map_error(maps::TRACED, e))?;
+            // The probe reads each one's name at its first counted call.
+            let entry = Traced {
+                comm: [0; COMM_LEN],
+                flags: traced::COUNTED | traced::UNNAMED,
+            };
             for &pid in &filter.pids {
-                traced
-                    .insert(pid, 1, 0)
+                traced_set
+                    .insert(pid, entry, 0)
                     .map_err(|e| map_error(maps::TRACED, e))?;
             }
         }
@@ -407,31 +422,26 @@ impl Probe {
                 .ok_or_else(|| map_error(name, "missing"))
         };
 
-        let counts: PerCpuHashMap<&MapData, CountKey, Counts> =
+        let counts: PerCpuHashMap<&MapData, ProcessKey, SiteCounts> =
             PerCpuHashMap::try_from(map(maps::COUNTS)?).map_err(|e| map_error(maps::COUNTS, e))?;
         for entry in counts.iter() {
             let (key, per_cpu) = entry.map_err(|e| map_error(maps::COUNTS, e))?;
-            let site = Site::from_u32(key.site)
-                .ok_or_else(|| map_error(maps::COUNTS, format!("unknown site {}", key.site)))?;
-            let mut sum = Counts::ZERO;
-            per_cpu.iter().for_each(|c| sum.add(c));
-            let process = Process {
-                pid: key.pid,
-                comm: comm_string(&key.comm),
-            };
-            tally.add(process, site, &sum);
+            for site in Site::ALL {
+                let sum = site_sum(per_cpu.iter(), site);
+                if sum.total() > 0 {
+                    tally.add(process(&key), site, &sum);
+                }
+            }
         }
 
-        let unattributed: PerCpuArray<&MapData, Counts> =
+        let unattributed: PerCpuArray<&MapData, SiteCounts> =
             PerCpuArray::try_from(map(maps::UNATTRIBUTED)?)
                 .map_err(|e| map_error(maps::UNATTRIBUTED, e))?;
+        let per_cpu = unattributed
+            .get(&0, 0)
+            .map_err(|e| map_error(maps::UNATTRIBUTED, e))?;
         for site in Site::ALL {
-            let per_cpu = unattributed
-                .get(&(site as u32), 0)
-                .map_err(|e| map_error(maps::UNATTRIBUTED, e))?;
-            let mut sum = Counts::ZERO;
-            per_cpu.iter().for_each(|c| sum.add(c));
-            tally.add_unattributed(site, &sum);
+            tally.add_unattributed(site, &site_sum(per_cpu.iter(), site));
         }
 
         let calls: PerCpuArray<&MapData, u64> =
@@ -442,19 +452,29 @@ impl Probe {
                 .map_err(|e| map_error(maps::CALLS, e))?;
             tally.add_calls(syscall, per_cpu.iter().sum());
         }
-        let exes: HashMap<&MapData, ExeKey, [u8; EXE_LEN]> =
+        let exes: HashMap<&MapData, ProcessKey, [u8; EXE_LEN]> =
             HashMap::try_from(map(maps::EXES)?).map_err(|e| map_error(maps::EXES, e))?;
         for entry in exes.iter() {
             let (key, path) = entry.map_err(|e| map_error(maps::EXES, e))?;
             let end = path.iter().position(|&b| b == 0).unwrap_or(EXE_LEN);
-            let process = Process {
-                pid: key.pid,
-                comm: comm_string(&key.comm),
-            };
-            tally.set_exe(process, &String::from_utf8_lossy(&path[..end]));
+            tally.set_exe(process(&key), &String::from_utf8_lossy(&path[..end]));
         }
         Ok(tally)
     }
+}
+
+fn process(key: &ProcessKey) -> Process {
+    Process {
+        pid: key.pid,
+        comm: comm_string(&key.comm),
+    }
+}
+
+/// One site's counts summed over the CPUs' copies of a row.
+fn site_sum<'a>(per_cpu: impl Iterator<Item = &'a SiteCounts>, site: Site) -> Counts {
+    let mut sum = Counts::ZERO;
+    per_cpu.for_each(|row| sum.add(&row.sites[site as usize]));
+    sum
 }
 
 /// `recursion_misses` of a loaded program, from `BPF_OBJ_GET_INFO_BY_FD` (aya 0.14 does not
