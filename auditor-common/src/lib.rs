@@ -464,6 +464,8 @@ pub mod maps {
     pub const CALLS: &str = "CALLS";
     pub const TRACED: &str = "TRACED";
     pub const COMMS: &str = "COMMS";
+    /// One u32: 1 once the session has stopped counting.
+    pub const STOPPED: &str = "STOPPED";
     /// The executable each traced process exec'd, by [`crate::ProcessKey`].
     pub const EXES: &str = "EXES";
     /// Entries of `EXES`: exec'd programs remembered in a session.
@@ -471,6 +473,8 @@ pub mod maps {
     /// Entries of `COUNTS`: (process, name) rows of a session, each `SiteCounts` per CPU,
     /// allocated as they come.
     pub const COUNTS_CAPACITY: u32 = 16_384;
+    /// Entries of `PENDING` and `PENDING_ALLOC`: traced threads alive at once.
+    pub const THREADS_CAPACITY: u32 = 65_536;
     /// Entries of `TRACED`: processes followed at once.
     pub const TRACED_CAPACITY: u32 = 65_536;
     /// Entries of `COMMS`: names given with `--comm` and `--thread-comm` together.

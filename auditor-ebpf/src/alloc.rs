@@ -8,8 +8,10 @@
 use auditor_common::{
     ProcessKey, Site, Syscall,
     fd::{self, AllocStart, Allocator, PairAllocator},
+    maps,
 };
 use aya_ebpf::{
+    bindings::BPF_F_NO_PREALLOC,
     macros::{map, tracepoint},
     maps::HashMap,
     programs::TracePointContext,
@@ -40,7 +42,8 @@ struct PendingAlloc {
 
 /// Allocations in flight, by thread id, as `crate::PENDING`.
 #[map]
-static PENDING_ALLOC: HashMap<u32, PendingAlloc> = HashMap::with_max_entries(65_536, 0);
+static PENDING_ALLOC: HashMap<u32, PendingAlloc> =
+    HashMap::with_max_entries(maps::THREADS_CAPACITY, BPF_F_NO_PREALLOC);
 
 pub fn forget_thread(tid: u32) {
     let _ = PENDING_ALLOC.remove(tid);
@@ -126,11 +129,8 @@ fn exit_pair(row: &Row, pending: &PendingAlloc, ret: i64) {
         Some([first, second]) if pending.table_read != 0 => {
             record_counts(
                 row,
-                &fd::pair_evaluations(
-                &pending.table,
-                first as u32,
-                second as u32,
-            ));
+                &fd::pair_evaluations(&pending.table, first as u32, second as u32),
+            );
         }
         // Both ran (or may have), on a table or with fds the probe could not read.
         _ => {

@@ -21,11 +21,11 @@ mod target;
 mod task;
 
 use auditor_common::{
-    ProcessKey,
+    ProcessKey, maps,
     prelude::{Prelude, Timeout},
     select::SetScan,
 };
-use aya_ebpf::{macros::map, maps::HashMap};
+use aya_ebpf::{bindings::BPF_F_NO_PREALLOC, macros::map, maps::HashMap};
 
 /// What an entry handler leaves for the exit handler of the same thread.
 #[repr(C)]
@@ -75,12 +75,13 @@ impl Pending {
     }
 }
 
-/// Calls in flight, keyed by thread id. Sized for every thread of a busy machine being
-/// inside one of the followed syscalls at once. A thread's entry is rewritten in place by
-/// its next call and removed when the thread exits: an insert and a delete per call cost
-/// more than the rest of a small call's work.
+/// Calls in flight, keyed by thread id. A thread's entry is rewritten in place by its
+/// next call and removed when the thread exits: an insert and a delete per call cost more
+/// than the rest of a small call's work. Entries are allocated as threads come (as are
+/// those of every hash map of the probe): memory follows what is traced, not capacity.
 #[map]
-static PENDING: HashMap<u32, Pending> = HashMap::with_max_entries(65_536, 0);
+static PENDING: HashMap<u32, Pending> =
+    HashMap::with_max_entries(maps::THREADS_CAPACITY, BPF_F_NO_PREALLOC);
 
 /// Thread id of the current task.
 fn current_tid() -> u32 {
@@ -102,7 +103,7 @@ fn stash_in<T: Copy>(map: &HashMap<u32, T>, value: &T) -> bool {
 /// What this thread's entry handler left in `map`, if it followed the call; `live` says
 /// where the value's live flag is, and is cleared.
 fn take_from<T: Copy>(map: &HashMap<u32, T>, live: impl Fn(&mut T) -> &mut u32) -> Option<T> {
-    if target::empty_programs() {
+    if target::empty_programs() || target::stopped() {
         return None;
     }
     let slot = map.get_ptr_mut(current_tid())?;

@@ -9,8 +9,9 @@
 use auditor_common::{COMM_LEN, EXE_LEN, ProcessKey, Traced, comm_match, maps, traced};
 use aya_ebpf::{
     EbpfContext,
+    bindings::BPF_F_NO_PREALLOC,
     macros::{map, tracepoint},
-    maps::{HashMap, PerCpuArray},
+    maps::{Array, HashMap, PerCpuArray},
     programs::TracePointContext,
 };
 
@@ -46,16 +47,27 @@ static RENAME_NEWCOMM_OFFSET: u32 = 0;
 /// `--comm`, every process that made a followed call (`--comm` keeps the ones it did not
 /// match too, so that their calls are not matched again).
 #[map]
-static TRACED: HashMap<u32, Traced> = HashMap::with_max_entries(maps::TRACED_CAPACITY, 0);
+static TRACED: HashMap<u32, Traced> =
+    HashMap::with_max_entries(maps::TRACED_CAPACITY, BPF_F_NO_PREALLOC);
 
 /// The executable each traced process exec'd, by pid and its new name.
 #[map]
 static EXES: HashMap<ProcessKey, [u8; EXE_LEN]> =
-    HashMap::with_max_entries(maps::EXES_CAPACITY, 0);
+    HashMap::with_max_entries(maps::EXES_CAPACITY, BPF_F_NO_PREALLOC);
 
 /// Room to read an executable's path into: too large for the BPF stack.
 #[map]
 static EXE_SCRATCH: PerCpuArray<[u8; EXE_LEN]> = PerCpuArray::with_max_entries(1, 0);
+
+/// Set to 1 by the loader when the session stops: from then on every program returns at
+/// its first test while the links are closed (which takes the kernel seconds).
+#[map]
+static STOPPED: Array<u32> = Array::with_max_entries(1, 0);
+
+/// Whether the session has stopped counting.
+pub fn stopped() -> bool {
+    STOPPED.get(0).is_none_or(|stopped| *stopped != 0)
+}
 
 /// Command names whose processes are counted, with `comm_match` flags.
 #[map]
@@ -97,7 +109,7 @@ fn current_tgid() -> u32 {
 /// The process making the current call, if its calls are counted: one lookup for a
 /// process already seen.
 pub fn current() -> Option<ProcessKey> {
-    if empty_programs() {
+    if empty_programs() || stopped() {
         return None;
     }
     let pid = current_tgid();

@@ -9,7 +9,7 @@ use auditor_common::{
 };
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap},
     programs::{ProgramError, TracePoint, trace_point::TracePointLinkId},
 };
 
@@ -186,7 +186,7 @@ pub struct Probe {
 impl Probe {
     /// Checks privileges and tracefs, loads the probe with `filter` and attaches it; fails
     /// with [`Error::Interrupted`] as soon as `stop` says so (loading takes seconds).
-    pub fn attach(filter: &Filter, stop: &dyn Fn() -> bool) -> Result<Probe, Error> {
+    pub fn attach(filter: &Filter, stop: &(dyn Fn() -> bool + Sync)) -> Result<Probe, Error> {
         if PROBE_ELF.is_empty() {
             return Err(Error::NoProbe);
         }
@@ -293,34 +293,13 @@ impl Probe {
             }
         }
 
+        load_programs(&mut ebpf, stop)?;
         let mut links = Vec::new();
-        for (name, _) in ebpf.programs() {
-            if !PROGRAMS.iter().any(|(known, _, _)| *known == name) {
-                return Err(Error::Probe(format!(
-                    "program {name} has no tracepoint to attach to"
-                )));
-            }
-        }
         for (name, category, event) in PROGRAMS {
             if stop() {
                 return Err(Error::Interrupted);
             }
-            let program: &mut TracePoint = ebpf
-                .program_mut(name)
-                .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
-                .try_into()
-                .map_err(|e: ProgramError| Error::Probe(format!("program {name}: {e}")))?;
-            program.load().map_err(|e| match e {
-                ProgramError::LoadError {
-                    io_error,
-                    verifier_log,
-                } => Error::Verifier {
-                    program: name,
-                    error: io_error.to_string(),
-                    log: log_tail(&verifier_log.to_string(), 25),
-                },
-                other => Error::Probe(format!("loading program {name}: {other}")),
-            })?;
+            let program = tracepoint(&mut ebpf, name)?;
             let link = program.attach(category, event).map_err(|e| {
                 Error::Probe(format!("attaching {name} to {category}:{event}: {e}"))
             })?;
@@ -374,27 +353,29 @@ impl Probe {
         Ok(unmatched)
     }
 
-    /// Detaches every program: counts stop changing. Closing a tracepoint's link waits out
-    /// an RCU grace period in the kernel (~70 ms); the links are closed all at once, so that
-    /// the waits overlap instead of adding up (3.4 s for 50 links one by one).
+    /// Stops counting at once (every program returns at its first test from here on, so
+    /// the counts are final) and detaches every program. Closing a tracepoint's link waits
+    /// out an RCU grace period in the kernel, one link after another under the kernel's
+    /// event mutex (~40 ms each, 2 s for 51): a helper process that holds the links does
+    /// that after this returns, so no one waits for it.
     pub fn detach(&mut self) -> Result<(), Error> {
+        let mut stopped: Array<_, u32> = Array::try_from(
+            self.ebpf
+                .map_mut(maps::STOPPED)
+                .ok_or_else(|| map_error(maps::STOPPED, "missing"))?,
+        )
+        .map_err(|e| map_error(maps::STOPPED, e))?;
+        stopped
+            .set(0, 1, 0)
+            .map_err(|e| map_error(maps::STOPPED, e))?;
         let mut links = Vec::with_capacity(self.links.len());
         for (name, link) in self.links.drain(..) {
-            let program: &mut TracePoint = self
-                .ebpf
-                .program_mut(name)
-                .and_then(|p| p.try_into().ok())
-                .ok_or_else(|| Error::Probe(format!("program {name} vanished")))?;
-            let link = program
+            let link = tracepoint(&mut self.ebpf, name)?
                 .take_link(link)
                 .map_err(|e| Error::Probe(format!("detaching {name}: {e}")))?;
             links.push(link);
         }
-        std::thread::scope(|scope| {
-            for link in links {
-                scope.spawn(move || drop(link));
-            }
-        });
+        close_links_in_background(links);
         Ok(())
     }
 
@@ -475,6 +456,110 @@ fn site_sum<'a>(per_cpu: impl Iterator<Item = &'a SiteCounts>, site: Site) -> Co
     let mut sum = Counts::ZERO;
     per_cpu.for_each(|row| sum.add(&row.sites[site as usize]));
     sum
+}
+
+/// Whether the fd at `path` (a /proc/self/fd entry) holds a link to a tracepoint.
+fn is_link(path: &std::path::Path) -> bool {
+    std::fs::read_link(path).is_ok_and(|target| {
+        let target = target.as_os_str().as_encoded_bytes();
+        target == b"anon_inode:[perf_event]" || target == b"anon_inode:bpf_link"
+    })
+}
+
+/// Drops `links` here, while a grandchild process that shares them closes them: it
+/// closes its copies of every other fd first (no pipe or file of the auditor's stays
+/// open), leaves the terminal's session, and exits, the kernel closing the links as it
+/// does. Without a fork, the links are closed here, all at once.
+fn close_links_in_background<T: Send>(links: Vec<T>) {
+    let others: Vec<libc::c_int> = std::fs::read_dir("/proc/self/fd")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|entry| !is_link(&entry.path()))
+                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // SAFETY: between fork and _exit the children make raw syscalls only (no allocation,
+    // no lock), as a child of a multi-threaded process must; `others` was built before.
+    match unsafe { libc::fork() } {
+        0 => unsafe {
+            if libc::fork() == 0 {
+                libc::setsid();
+                for &fd in &others {
+                    libc::close(fd);
+                }
+            }
+            libc::_exit(0)
+        },
+        -1 => std::thread::scope(|scope| {
+            for link in links {
+                scope.spawn(move || drop(link));
+            }
+        }),
+        child => {
+            // The child exits at once; the grandchild is the init process's to reap.
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
+            drop(links);
+        }
+    }
+}
+
+fn tracepoint<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut TracePoint, Error> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
+        .try_into()
+        .map_err(|e: ProgramError| Error::Probe(format!("program {name}: {e}")))
+}
+
+/// Loads every program, on as many threads as there are CPUs: the verifier's work is
+/// CPU-bound, and most of a session's start.
+fn load_programs(ebpf: &mut Ebpf, stop: &(dyn Fn() -> bool + Sync)) -> Result<(), Error> {
+    let mut queue = Vec::new();
+    for (name, program) in ebpf.programs_mut() {
+        let Some(&(name, _, _)) = PROGRAMS.iter().find(|(known, _, _)| *known == name) else {
+            return Err(Error::Probe(format!(
+                "program {name} has no tracepoint to attach to"
+            )));
+        };
+        let program: &mut TracePoint = program
+            .try_into()
+            .map_err(|e: ProgramError| Error::Probe(format!("program {name}: {e}")))?;
+        queue.push((name, program));
+    }
+    let queue = std::sync::Mutex::new(queue);
+    let next = || queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let work = || -> Result<(), Error> {
+        while let Some((name, program)) = next() {
+            if stop() {
+                return Err(Error::Interrupted);
+            }
+            if let Err(error) = program.load() {
+                // The others need not be verified for nothing.
+                while next().is_some() {}
+                return Err(match error {
+                    ProgramError::LoadError {
+                        io_error,
+                        verifier_log,
+                    } => Error::Verifier {
+                        program: name,
+                        error: io_error.to_string(),
+                        log: log_tail(&verifier_log.to_string(), 25),
+                    },
+                    other => Error::Probe(format!("loading program {name}: {other}")),
+                });
+            }
+        }
+        Ok(())
+    };
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers).map(|_| scope.spawn(work)).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a loading thread does not panic"))
+            .collect()
+    })
 }
 
 /// `recursion_misses` of a loaded program, from `BPF_OBJ_GET_INFO_BY_FD` (aya 0.14 does not

@@ -44,12 +44,13 @@ pub struct Options {
 }
 
 /// The workloads `probe-bench run` measures, in its order, with what each call is.
-const WORKLOADS: [(&str, &str); 5] = [
+const WORKLOADS: [(&str, &str); 6] = [
     ("poll1", "poll, 1 fd, timeout 0"),
     ("poll1024", "poll, 1024 fds (64 of them -1), timeout 0"),
     ("openclose", "openat + close of /dev/null"),
     ("openclose2", "openat + close, 2 threads (one table)"),
     ("select1000", "select, 1000 fds, timeout 0"),
+    ("getppid", "getppid: a syscall no tracer here follows"),
 ];
 
 /// How the workload runs in one configuration.
@@ -61,18 +62,28 @@ enum Config {
     Untargeted,
     Bpftrace,
     Strace,
+    /// Plain strace with one of the flags `auditor strace` adds.
+    StraceWith(&'static str),
     StraceAsAuditor,
     AuditorStrace,
 }
 
+/// The flags `auditor strace` gives strace on a command (auditor/src/source/strace/run.rs)
+/// besides `-f -o -e`.
+const AUDITOR_STRACE_FLAGS: [&str; 6] = ["-Y", "-qq", "-v", "-s", "65536", "--seccomp-bpf"];
+
 impl Config {
-    const ALL: [Config; 8] = [
+    const ALL: [Config; 12] = [
         Config::Untraced,
         Config::Floor,
         Config::Auditor,
         Config::Untargeted,
         Config::Bpftrace,
         Config::Strace,
+        Config::StraceWith("-Y"),
+        Config::StraceWith("-v"),
+        Config::StraceWith("-s 65536"),
+        Config::StraceWith("--seccomp-bpf"),
         Config::StraceAsAuditor,
         Config::AuditorStrace,
     ];
@@ -85,6 +96,10 @@ impl Config {
             Config::Untargeted => "untargeted",
             Config::Bpftrace => "bpftrace",
             Config::Strace => "strace",
+            Config::StraceWith("-Y") => "strace -Y",
+            Config::StraceWith("-v") => "strace -v",
+            Config::StraceWith("-s 65536") => "strace -s 65536",
+            Config::StraceWith(_) => "strace --seccomp-bpf",
             Config::StraceAsAuditor => "strace-flags",
             Config::AuditorStrace => "auditor-strace",
         }
@@ -100,7 +115,10 @@ impl Config {
             Config::Untargeted => "auditor trace --pid OTHER: the bench is not a target",
             Config::Bpftrace => "bpftrace counting the bench's syscalls (enter and exit) by probe",
             Config::Strace => "strace -f -o /dev/null -e <auditor strace's set>",
-            Config::StraceAsAuditor => "the same with auditor strace's -Y -qq -v -s 65536",
+            Config::StraceWith(_) => "the same with one more flag",
+            Config::StraceAsAuditor => {
+                "the same with auditor strace's -Y -qq -v -s 65536 --seccomp-bpf"
+            }
             Config::AuditorStrace => "auditor strace -o /dev/null -- bench",
         }
     }
@@ -157,19 +175,19 @@ impl Tools {
                     bench.join(" "),
                 ];
             }
-            Config::Strace => vec![
-                "strace".into(),
-                "-f".into(),
-                "-o".into(),
-                "/dev/null".into(),
-                "-e".into(),
-                strace_set(),
-            ],
-            Config::StraceAsAuditor => ["strace", "-f", "-Y", "-qq", "-v", "-s", "65536", "-o"]
-                .into_iter()
-                .map(String::from)
-                .chain(["/dev/null".into(), "-e".into(), strace_set()])
-                .collect(),
+            Config::Strace | Config::StraceWith(_) | Config::StraceAsAuditor => {
+                let flags: Vec<&str> = match config {
+                    Config::StraceWith(flags) => flags.split(' ').collect(),
+                    Config::StraceAsAuditor => AUDITOR_STRACE_FLAGS.to_vec(),
+                    _ => vec![],
+                };
+                ["strace", "-f", "-o", "/dev/null", "-e"]
+                    .into_iter()
+                    .map(String::from)
+                    .chain([strace_set()])
+                    .chain(flags.into_iter().map(String::from))
+                    .collect()
+            }
             Config::AuditorStrace => vec![auditor, "strace".into()],
         };
         if matches!(
@@ -367,7 +385,10 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         })
         .filter(|c| match c {
             Config::Bpftrace => installed("bpftrace"),
-            Config::Strace | Config::StraceAsAuditor | Config::AuditorStrace => installed("strace"),
+            Config::Strace
+            | Config::StraceWith(_)
+            | Config::StraceAsAuditor
+            | Config::AuditorStrace => installed("strace"),
             _ => true,
         })
         .collect();

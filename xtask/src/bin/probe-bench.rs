@@ -3,7 +3,9 @@
 //! in the loop itself, so a tracer's start and stop are not in the figures.
 //!
 //! `probe-bench run --cpu N --seconds S` prints one JSON line per workload:
-//! `{"workload": "poll1", "calls": 123, "ns_per_call": 272.1}`.
+//! `{"workload": "poll1", "calls": 123, "ns_per_call": 272.1, "mean_ns_per_call": 280.0}`:
+//! the median over batches of calls (a batch an interrupt or a stolen time slice hit does
+//! not move it), and the plain mean.
 //! `probe-bench stamp FILE` makes one poll call and writes the CLOCK_MONOTONIC times just
 //! before and just after it (ns), for the start and stop latencies.
 //! `probe-bench idle` sleeps until killed: a process for a tracer to target instead.
@@ -52,21 +54,39 @@ fn poll(fds: &mut [libc::pollfd]) {
     );
 }
 
-/// Runs `body` (which makes `batch` calls) until `seconds` have passed; ns per call.
-fn timed(seconds: f64, batch: u64, mut body: impl FnMut()) -> (u64, f64) {
+/// What one workload measured.
+struct Figures {
+    calls: u64,
+    /// Median over batches, ns per call.
+    median: f64,
+    mean: f64,
+}
+
+/// Runs `body` (which makes `batch` calls) until `seconds` have passed.
+fn timed(seconds: f64, batch: u64, mut body: impl FnMut()) -> Figures {
     let warm_up = Instant::now();
     while warm_up.elapsed() < Duration::from_secs_f64(seconds / 10.0) {
         body();
     }
-    let started = Instant::now();
     let limit = Duration::from_secs_f64(seconds);
-    let mut calls = 0;
+    let mut batches: Vec<u64> = Vec::with_capacity(1 << 20);
+    let started = Instant::now();
+    let mut last = started;
     loop {
         body();
-        calls += batch;
-        let elapsed = started.elapsed();
-        if elapsed >= limit {
-            return (calls, elapsed.as_nanos() as f64 / calls as f64);
+        let now = Instant::now();
+        batches.push((now - last).as_nanos() as u64);
+        last = now;
+        if now - started >= limit {
+            let calls = batches.len() as u64 * batch;
+            let mean = (now - started).as_nanos() as f64 / calls as f64;
+            batches.sort_unstable();
+            let median = batches[batches.len() / 2] as f64 / batch as f64;
+            return Figures {
+                calls,
+                median,
+                mean,
+            };
         }
     }
 }
@@ -79,7 +99,7 @@ fn pollfd(fd: libc::c_int) -> libc::pollfd {
     }
 }
 
-fn poll_one(seconds: f64) -> (u64, f64) {
+fn poll_one(seconds: f64) -> Figures {
     let null = open_null();
     let mut fds = [pollfd(null)];
     let result = timed(seconds, 64, || {
@@ -91,7 +111,7 @@ fn poll_one(seconds: f64) -> (u64, f64) {
     result
 }
 
-fn poll_many(seconds: f64) -> (u64, f64) {
+fn poll_many(seconds: f64) -> Figures {
     let null = open_null();
     let mut fds: Vec<libc::pollfd> = (0..POLL_ENTRIES)
         .map(|i| {
@@ -111,7 +131,7 @@ fn poll_many(seconds: f64) -> (u64, f64) {
     result
 }
 
-fn open_close(seconds: f64) -> (u64, f64) {
+fn open_close(seconds: f64) -> Figures {
     timed(seconds, 64, || {
         for _ in 0..64 {
             close(open_null());
@@ -121,7 +141,7 @@ fn open_close(seconds: f64) -> (u64, f64) {
 
 /// open+close on two threads at once (a shared fd table): ns per pair, averaged over the
 /// threads, each pinned to its own CPU when there are two.
-fn open_close_two_threads(seconds: f64, cpu: usize) -> (u64, f64) {
+fn open_close_two_threads(seconds: f64, cpu: usize) -> Figures {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads: Vec<_> = (0..2)
         .map(|i| {
@@ -131,13 +151,26 @@ fn open_close_two_threads(seconds: f64, cpu: usize) -> (u64, f64) {
             })
         })
         .collect();
-    let results: Vec<(u64, f64)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    let calls = results.iter().map(|r| r.0).sum();
-    let ns = results.iter().map(|r| r.1).sum::<f64>() / results.len() as f64;
-    (calls, ns)
+    let results: Vec<Figures> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let threads = results.len() as f64;
+    Figures {
+        calls: results.iter().map(|r| r.calls).sum(),
+        median: results.iter().map(|r| r.median).sum::<f64>() / threads,
+        mean: results.iter().map(|r| r.mean).sum::<f64>() / threads,
+    }
 }
 
-fn select_many(seconds: f64) -> (u64, f64) {
+/// A syscall no tracer here follows: what every other syscall of the machine pays.
+fn getppid(seconds: f64) -> Figures {
+    timed(seconds, 64, || {
+        for _ in 0..64 {
+            // SAFETY: the raw getppid syscall has no arguments.
+            unsafe { libc::syscall(libc::SYS_getppid) };
+        }
+    })
+}
+
+fn select_many(seconds: f64) -> Figures {
     let null = open_null();
     let mut opened = Vec::new();
     for fd in 3..SELECT_NFDS as libc::c_int {
@@ -228,8 +261,8 @@ fn main() {
             let cpu: usize = value("--cpu").parse().unwrap_or_else(|_| usage());
             let seconds: f64 = value("--seconds").parse().unwrap_or_else(|_| usage());
             pin(cpu);
-            type Workload = (&'static str, Box<dyn Fn() -> (u64, f64)>);
-            let workloads: [Workload; 5] = [
+            type Workload = (&'static str, Box<dyn Fn() -> Figures>);
+            let workloads: [Workload; 6] = [
                 ("poll1", Box::new(move || poll_one(seconds))),
                 ("poll1024", Box::new(move || poll_many(seconds))),
                 ("openclose", Box::new(move || open_close(seconds))),
@@ -238,10 +271,17 @@ fn main() {
                     Box::new(move || open_close_two_threads(seconds, cpu)),
                 ),
                 ("select1000", Box::new(move || select_many(seconds))),
+                ("getppid", Box::new(move || getppid(seconds))),
             ];
             for (name, workload) in workloads {
-                let (calls, ns) = workload();
-                println!(r#"{{"workload": "{name}", "calls": {calls}, "ns_per_call": {ns:.1}}}"#);
+                let Figures {
+                    calls,
+                    median,
+                    mean,
+                } = workload();
+                println!(
+                    r#"{{"workload": "{name}", "calls": {calls}, "ns_per_call": {median:.1}, "mean_ns_per_call": {mean:.1}}}"#
+                );
             }
         }
         Some("stamp") => {

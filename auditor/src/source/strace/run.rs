@@ -5,7 +5,10 @@
 //! `-qq` (no attach/exit chatter), `-v -s 65536` (arrays and structures in full),
 //! `-e trace=` the syscalls the log source decodes, the clones that tell threads from
 //! processes and the execs that show a started command ran, and `LANG=C` (untranslated
-//! errno texts).
+//! errno texts). A started command is traced with `--seccomp-bpf` where strace has it
+//! (5.3 on): a seccomp filter stops the command only at the traced syscalls, where plain
+//! ptrace stops it at every syscall (`-p` cannot install one). The FIFO gets the largest
+//! pipe buffer allowed, so that strace never waits on the reader.
 //!
 //! Stopping: a started command is what ends, as under strace alone (strace blocks fatal
 //! signals while it writes to a file, and reports how the command ended); strace on
@@ -93,6 +96,9 @@ pub fn run(
     }
     match target {
         Target::Command(argv) => {
+            if supports_seccomp_bpf() {
+                command.arg("--seccomp-bpf");
+            }
             command.arg("--").args(argv);
         }
         Target::Pids(pids) => {
@@ -212,6 +218,36 @@ fn children(pid: Pid) -> Vec<Pid> {
 
 /// Opens the FIFO's read end once strace has opened its write end; None if strace exited
 /// first.
+/// Whether the installed strace has `--seccomp-bpf` (strace 5.3 and later).
+fn supports_seccomp_bpf() -> bool {
+    let Ok(output) = Command::new("strace").arg("-V").output() else {
+        return false;
+    };
+    // "strace -- version 6.1"
+    let text = String::from_utf8_lossy(&output.stdout);
+    let version = text.split_whitespace().nth(3).unwrap_or("");
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (5, 3)
+}
+
+/// Grows the FIFO's pipe buffer to the system's limit (`fs.pipe-max-size`, 1 MiB by
+/// default) from the default 64 KiB: strace blocks on a full pipe, and its tracees with it.
+fn grow_pipe(file: &std::fs::File) {
+    let limit = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|t| t.trim().parse::<libc::c_int>().ok())
+        .unwrap_or(1 << 20);
+    // SAFETY: F_SETPIPE_SZ on a pipe fd this function borrows; failure leaves it as it was.
+    unsafe {
+        libc::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(file),
+            libc::F_SETPIPE_SZ,
+            limit,
+        )
+    };
+}
+
 fn open_fifo(
     fifo: &std::path::Path,
     child: &mut std::process::Child,
@@ -221,6 +257,7 @@ fn open_fifo(
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(fifo)?;
+    grow_pipe(&file);
     loop {
         // A writer has opened the FIFO once a poll says it is readable or hung up after
         // writing; until then poll reports nothing (Linux reports no POLLHUP before).
