@@ -466,42 +466,62 @@ fn is_link(path: &std::path::Path) -> bool {
     })
 }
 
-/// Drops `links` here, while a grandchild process that shares them closes them: it
-/// closes its copies of every other fd first (no pipe or file of the auditor's stays
-/// open), leaves the terminal's session, and exits, the kernel closing the links as it
-/// does. Without a fork, the links are closed here, all at once.
+/// Drops `links` here, while a grandchild process that shares them closes them: it closes
+/// its copies of every other fd (no pipe or file of the auditor's stays open), leaves the
+/// terminal's session, waits until this process has let go of the links (EOF on a pipe),
+/// and exits, the kernel closing the links as it does: the last holder of a link pays for
+/// its detaching. Without a fork, the links are closed here, all at once.
 fn close_links_in_background<T: Send>(links: Vec<T>) {
+    let mut pipe = [0; 2];
+    // SAFETY: a valid array for the two fds.
+    let piped = unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } == 0;
+    let [parted, letting_go] = pipe;
     let others: Vec<libc::c_int> = std::fs::read_dir("/proc/self/fd")
         .map(|entries| {
             entries
                 .flatten()
                 .filter(|entry| !is_link(&entry.path()))
                 .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .filter(|&fd| fd != parted)
                 .collect()
         })
         .unwrap_or_default();
-    // SAFETY: between fork and _exit the children make raw syscalls only (no allocation,
-    // no lock), as a child of a multi-threaded process must; `others` was built before.
-    match unsafe { libc::fork() } {
-        0 => unsafe {
-            if libc::fork() == 0 {
-                libc::setsid();
-                for &fd in &others {
-                    libc::close(fd);
+    let fork = || {
+        // SAFETY: between fork and _exit the children make raw syscalls only (no
+        // allocation, no lock), as a child of a multi-threaded process must; `others` was
+        // built before.
+        match unsafe { libc::fork() } {
+            0 => unsafe {
+                if libc::fork() == 0 {
+                    libc::setsid();
+                    for &fd in &others {
+                        libc::close(fd);
+                    }
+                    let mut byte = 0u8;
+                    while libc::read(parted, (&raw mut byte).cast(), 1) < 0 {}
                 }
+                libc::_exit(0)
+            },
+            -1 => None,
+            child => Some(child),
+        }
+    };
+    match piped.then(fork).flatten() {
+        Some(child) => {
+            // The child exits at once; the grandchild is the init process's to reap.
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
+            drop(links);
+            // SAFETY: closing the two pipe fds made above: the grandchild may go on.
+            unsafe {
+                libc::close(parted);
+                libc::close(letting_go);
             }
-            libc::_exit(0)
-        },
-        -1 => std::thread::scope(|scope| {
+        }
+        None => std::thread::scope(|scope| {
             for link in links {
                 scope.spawn(move || drop(link));
             }
         }),
-        child => {
-            // The child exits at once; the grandchild is the init process's to reap.
-            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
-            drop(links);
-        }
     }
 }
 
