@@ -36,6 +36,15 @@ pub const fn fd_not_open(revents: i16) -> bool {
     revents & POLLNVAL != 0
 }
 
+/// [`fd_negative`] and [`fd_not_open`] (for the entries `do_pollfd` does not skip) of one
+/// entry as 0 or 1, without a branch: the probe sums them over thousands of entries, and a
+/// branch per entry would double the verifier's paths each time.
+pub const fn entry_bits(fd: i32, revents: i16) -> (u64, u64) {
+    let negative = (fd as u32 >> 31) as u64;
+    let not_open = ((revents as u16 as u64) >> POLLNVAL.trailing_zeros()) & 1;
+    (negative, not_open & (negative ^ 1))
+}
+
 /// `do_sys_poll`: the first chunk (`N_STACK_PPS` entries on the stack) is not enough, and
 /// the rest goes to kmalloc'ed chunks of up to 510.
 pub const fn entries_on_heap(nfds: u32) -> bool {
@@ -96,6 +105,21 @@ mod tests {
         assert!(fd_not_open(POLLNVAL));
         assert!(fd_not_open(POLLNVAL | 1));
         assert!(!fd_not_open(1));
+    }
+
+    #[test]
+    fn entry_bits_are_the_predicates() {
+        for fd in [i32::MIN, -2, -1, 0, 1, 3, i32::MAX] {
+            for revents in [0, 1, POLLNVAL, POLLNVAL | 1, -1, i16::MIN, i16::MAX, 0x1f] {
+                let negative = fd_negative(fd);
+                let not_open = !negative && fd_not_open(revents);
+                assert_eq!(
+                    entry_bits(fd, revents),
+                    (u64::from(negative), u64::from(not_open)),
+                    "fd {fd} revents {revents}"
+                );
+            }
+        }
     }
 
     #[test]

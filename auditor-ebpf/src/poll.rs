@@ -148,8 +148,11 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
 /// syscall tracepoints through perf run with preemption off, so the walk is never shared.
 #[repr(C)]
 struct Walk {
-    negative: Counts,
-    not_open: Counts,
+    /// Entries read; of them, with fd < 0; of the others, not open.
+    read: u64,
+    negative: u64,
+    not_open: u64,
+    unreadable: u64,
     ufds: u64,
     nfds: u32,
     _pad: u32,
@@ -165,8 +168,10 @@ fn walk(ufds: u64, nfds: u32) -> Option<(Counts, Counts)> {
     let state = WALK.get_ptr_mut(0)?;
     // SAFETY: this CPU's walk state; see `Walk`.
     unsafe {
-        (*state).negative = Counts::ZERO;
-        (*state).not_open = Counts::ZERO;
+        (*state).read = 0;
+        (*state).negative = 0;
+        (*state).not_open = 0;
+        (*state).unreadable = 0;
         (*state).ufds = ufds;
         (*state).nfds = nfds;
     }
@@ -175,23 +180,32 @@ fn walk(ufds: u64, nfds: u32) -> Option<(Counts, Counts)> {
     let done =
         unsafe { generated::bpf_loop(chunks, walk_chunk as *mut c_void, core::ptr::null_mut(), 0) };
     // SAFETY: as above.
-    let (mut negative, mut not_open) = unsafe { ((*state).negative, (*state).not_open) };
+    let state = unsafe { &*state };
     // bpf_loop stops at 1 << 23 steps; entries past those were not read.
     let walked = (done.max(0) as u64).saturating_mul(CHUNK as u64);
-    let skipped = u64::from(nfds).saturating_sub(walked);
-    negative.record(Evaluation::Undecided, skipped);
-    not_open.record(Evaluation::Undecided, skipped);
+    let unreadable = state.unreadable + u64::from(nfds).saturating_sub(walked);
+    let negative = Counts::new(state.negative, state.read - state.negative, unreadable);
+    let looked_up = state.read - state.negative;
+    let not_open = Counts::new(state.not_open, looked_up - state.not_open, unreadable);
     Some((negative, not_open))
 }
 
-/// Counts one entry: `fd < 0`, and for the others whether the fd was open.
-fn count_entry(state: &mut Walk, entry: &PollFd) {
-    let negative = poll::fd_negative(entry.fd);
-    state.negative.record(Evaluation::from_taken(negative), 1);
-    if !negative {
-        let not_open = poll::fd_not_open(entry.revents);
-        state.not_open.record(Evaluation::from_taken(not_open), 1);
+/// Counts `entries` (all read): `fd < 0`, and for the others whether the fd was open.
+/// Without a branch per entry, so that the verifier follows one path through the loop.
+fn count_entries(state: &mut Walk, entries: usize) {
+    let (mut negative, mut not_open) = (0, 0);
+    for i in 0..CHUNK {
+        if i >= entries {
+            break;
+        }
+        let entry = state.entries[i];
+        let (n, o) = poll::entry_bits(entry.fd, entry.revents);
+        negative += n;
+        not_open += o;
     }
+    state.read += entries as u64;
+    state.negative += negative;
+    state.not_open += not_open;
 }
 
 #[inline(never)]
@@ -222,13 +236,7 @@ extern "C" fn walk_chunk(index: u32, _context: *mut c_void) -> i64 {
         )
     };
     if read == 0 {
-        for i in 0..CHUNK {
-            if i >= entries {
-                break;
-            }
-            let entry = state.entries[i];
-            count_entry(state, &entry);
-        }
+        count_entries(state, entries);
     } else {
         // Part of the chunk is not readable (a page not resident): read entry by entry so
         // that only the entries really out of reach are unreadable.
@@ -239,11 +247,13 @@ extern "C" fn walk_chunk(index: u32, _context: *mut c_void) -> i64 {
             let address = source + (i * POLLFD_SIZE) as u64;
             // SAFETY: bpf_probe_read_user checks the address; a fault is an Err.
             match unsafe { bpf_probe_read_user(address as *const PollFd) } {
-                Ok(entry) => count_entry(state, &entry),
-                Err(_) => {
-                    state.negative.record(Evaluation::Undecided, 1);
-                    state.not_open.record(Evaluation::Undecided, 1);
+                Ok(entry) => {
+                    let (negative, not_open) = poll::entry_bits(entry.fd, entry.revents);
+                    state.read += 1;
+                    state.negative += negative;
+                    state.not_open += not_open;
                 }
+                Err(_) => state.unreadable += 1,
             }
         }
     }

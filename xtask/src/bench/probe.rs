@@ -38,6 +38,9 @@ pub struct Options {
     /// Only these configurations (by name; default all that are installed).
     #[arg(long = "only", value_name = "CONFIG")]
     only: Vec<String>,
+    /// Only these workloads (by name; default all).
+    #[arg(long = "workload", value_name = "WORKLOAD")]
+    workloads: Vec<String>,
     /// Where the figures go as JSON.
     #[arg(long, default_value = "target/bench/probe.json")]
     json: PathBuf,
@@ -137,14 +140,18 @@ struct Tools {
 
 impl Tools {
     fn bench_args(&self, options: &Options, cpu: usize) -> Vec<String> {
-        vec![
+        let mut args = vec![
             self.bench.display().to_string(),
             "run".into(),
             "--cpu".into(),
             cpu.to_string(),
             "--seconds".into(),
             options.seconds.to_string(),
-        ]
+        ];
+        if !options.workloads.is_empty() {
+            args.extend(["--only".into(), options.workloads.join(",")]);
+        }
+        args
     }
 
     /// The command line that runs the bench under `config` (None: the untargeted one,
@@ -219,7 +226,7 @@ fn workload_figures(stdout: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn run_line(line: &[String]) -> anyhow::Result<BTreeMap<String, f64>> {
+fn run_line(line: &[String], workloads: usize) -> anyhow::Result<BTreeMap<String, f64>> {
     let output = Command::new(&line[0])
         .args(&line[1..])
         .stderr(Stdio::piped())
@@ -234,7 +241,7 @@ fn run_line(line: &[String]) -> anyhow::Result<BTreeMap<String, f64>> {
         );
     }
     let figures = workload_figures(&String::from_utf8_lossy(&output.stdout));
-    if figures.len() != WORKLOADS.len() {
+    if figures.len() != workloads {
         bail!("{}: the bench printed {figures:?}", line.join(" "));
     }
     Ok(figures)
@@ -393,6 +400,24 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         })
         .collect();
     let bench = tools.bench_args(options, cpu);
+    let workloads: Vec<(&str, &str)> = WORKLOADS
+        .into_iter()
+        .filter(|(name, _)| {
+            options.workloads.is_empty() || options.workloads.iter().any(|w| w == name)
+        })
+        .collect();
+    if workloads.len()
+        != options
+            .workloads
+            .len()
+            .max(WORKLOADS.len() * usize::from(options.workloads.is_empty()))
+    {
+        bail!(
+            "unknown workload among {:?}; known: {:?}",
+            options.workloads,
+            WORKLOADS.map(|w| w.0)
+        );
+    }
     // figures[config][workload] = ns per call, one per repetition.
     let mut figures: BTreeMap<&str, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
     let (mut attach_beside, mut stop_beside) = (Vec::new(), Vec::new());
@@ -401,12 +426,12 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         for &config in &configs {
             let result = if config == Config::Untargeted {
                 let (beside, attached) = Beside::start(&tools)?;
-                let result = run_line(&bench);
+                let result = run_line(&bench, workloads.len());
                 stop_beside.push(seconds(beside.stop()?));
                 attach_beside.push(seconds(attached));
                 result?
             } else {
-                run_line(&tools.command(config, &bench))?
+                run_line(&tools.command(config, &bench), workloads.len())?
             };
             for (workload, ns) in result {
                 figures
@@ -472,7 +497,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
          ratio to untraced and added cost over the floor's, medians of per-rep values",
         options.reps, options.seconds
     );
-    for (workload, what) in WORKLOADS {
+    for &(workload, what) in &workloads {
         println!("\n{workload}: {what}");
         println!(
             "  {:<16} {:>18} {:>8} {:>12}",
@@ -547,7 +572,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         "seconds_per_workload": options.seconds,
         "cpu": cpu,
         "configs": configs_json,
-        "workloads": WORKLOADS.iter().map(|(n, w)| json!({"name": n, "what": w})).collect::<Vec<_>>(),
+        "workloads": workloads.iter().map(|(n, w)| json!({"name": n, "what": w})).collect::<Vec<_>>(),
         "results": rows,
         "sessions": session_json,
     });

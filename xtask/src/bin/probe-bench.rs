@@ -243,8 +243,12 @@ fn monotonic_ns() -> u128 {
     now.tv_sec as u128 * 1_000_000_000 + now.tv_nsec as u128
 }
 
+fn value_at(args: &[String], at: usize) -> &str {
+    args.get(at).map_or_else(|| usage(), String::as_str)
+}
+
 fn usage() -> ! {
-    eprintln!("usage: probe-bench run --cpu N --seconds S | stamp FILE | idle");
+    eprintln!("usage: probe-bench run --cpu N --seconds S [--only W,..] | stamp FILE | idle");
     std::process::exit(2)
 }
 
@@ -253,10 +257,11 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("run") => {
             let value = |flag: &str| {
-                args.iter()
+                let at = args
+                    .iter()
                     .position(|a| a == flag)
-                    .and_then(|i| args.get(i + 1))
-                    .unwrap_or_else(|| usage())
+                    .unwrap_or_else(|| usage());
+                value_at(&args, at + 1)
             };
             let cpu: usize = value("--cpu").parse().unwrap_or_else(|_| usage());
             let seconds: f64 = value("--seconds").parse().unwrap_or_else(|_| usage());
@@ -273,7 +278,15 @@ fn main() {
                 ("select1000", Box::new(move || select_many(seconds))),
                 ("getppid", Box::new(move || getppid(seconds))),
             ];
+            // `--only A,B`: these workloads alone.
+            let only: Option<Vec<&str>> = args
+                .iter()
+                .position(|a| a == "--only")
+                .map(|i| value_at(&args, i + 1).split(',').collect());
             for (name, workload) in workloads {
+                if only.as_ref().is_some_and(|only| !only.contains(&name)) {
+                    continue;
+                }
                 let Figures {
                     calls,
                     median,
