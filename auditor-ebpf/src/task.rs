@@ -1,9 +1,9 @@
 //! The current task's fd table (`current->files`), read with offsets the loader took from
-//! the running kernel's BTF. Every read can fail (offsets unknown, memory unreadable):
-//! callers count what they cannot decide as unreadable.
+//! the running kernel's BTF. A read can fail (offsets unknown, a NULL pointer, a word
+//! that cannot be read): callers count what they cannot decide as unreadable.
 
 use auditor_common::{COMM_LEN, TaskOffsets, fd::AllocStart};
-use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel};
+use aya_ebpf::helpers::{bpf_probe_read_kernel, generated::bpf_get_current_task_btf};
 
 #[unsafe(no_mangle)]
 static TASK_OFFSETS: TaskOffsets = TaskOffsets {
@@ -29,40 +29,62 @@ fn offsets() -> Option<TaskOffsets> {
     (offsets.known != 0).then_some(offsets)
 }
 
-fn read<T>(address: u64) -> Option<T> {
-    // SAFETY: bpf_probe_read_kernel checks the address; a fault is an Err.
-    unsafe { bpf_probe_read_kernel(address as *const T) }.ok()
-}
+/// A kernel object the current task leads to, as a BTF-typed pointer: the verifier checks
+/// each load from it against the running kernel's types and makes it a load that cannot
+/// fault (a bad address reads zero), with no helper call (a probe-read call costs more
+/// than the rest of a small handler).
+#[derive(Clone, Copy)]
+struct Object(*const u8);
 
-fn current_task() -> u64 {
-    // SAFETY: the helper returns the current task_struct.
-    unsafe { bpf_get_current_task() }
+impl Object {
+    fn current_task() -> Object {
+        // SAFETY: the helper returns the current task_struct, typed from BTF.
+        Object(unsafe { bpf_get_current_task_btf() }.cast())
+    }
+
+    /// The `T` at `offset` bytes in; offsets are read-only globals the verifier knows.
+    fn load<T: Copy>(self, offset: u32) -> T {
+        // SAFETY: a BTF-checked load (see the type's comment).
+        unsafe { *self.0.add(offset as usize).cast::<T>() }
+    }
+
+    /// The object a pointer field at `offset` points to (None for NULL).
+    fn follow(self, offset: u32) -> Option<Object> {
+        let pointer: *const u8 = self.load(offset);
+        (!pointer.is_null()).then_some(Object(pointer))
+    }
 }
 
 /// `current->files`.
-fn files(offsets: &TaskOffsets) -> Option<u64> {
-    read::<u64>(current_task() + u64::from(offsets.task_files)).filter(|&files| files != 0)
+fn files(offsets: &TaskOffsets) -> Option<Object> {
+    Object::current_task().follow(offsets.task_files)
 }
 
 /// `atomic_read(&current->files->count)`: how many tasks share the fd table.
 pub fn files_count() -> Option<u32> {
     let offsets = offsets()?;
-    read::<u32>(files(&offsets)? + u64::from(offsets.files_count))
+    Some(files(&offsets)?.load(offsets.files_count))
 }
 
 /// `atomic_read(&current->signal->live) == 0`: every task of the current thread group has
 /// begun to exit (`do_exit` counts itself out before `sched_process_exit`).
 pub fn group_dead() -> Option<bool> {
     let offsets = offsets()?;
-    let signal = read::<u64>(current_task() + u64::from(offsets.task_signal))?;
-    read::<u32>(signal + u64::from(offsets.signal_live)).map(|live| live == 0)
+    let signal = Object::current_task().follow(offsets.task_signal)?;
+    Some(signal.load::<u32>(offsets.signal_live) == 0)
 }
 
 /// `current->group_leader->comm`: the process's name as `ps` shows it.
 pub fn leader_comm() -> Option<[u8; COMM_LEN]> {
     let offsets = offsets()?;
-    let leader = read::<u64>(current_task() + u64::from(offsets.task_group_leader))?;
-    read::<[u8; COMM_LEN]>(leader + u64::from(offsets.task_comm))
+    let leader = Object::current_task().follow(offsets.task_group_leader)?;
+    // Two words: the verifier checks loads of at most eight bytes.
+    let low: u64 = leader.load(offsets.task_comm);
+    let high: u64 = leader.load(offsets.task_comm + 8);
+    let mut comm = [0; COMM_LEN];
+    comm[..8].copy_from_slice(&low.to_ne_bytes());
+    comm[8..].copy_from_slice(&high.to_ne_bytes());
+    Some(comm)
 }
 
 /// The current process's name as `ps` shows it: its leader's, or the calling thread's when
@@ -72,15 +94,23 @@ pub fn process_comm() -> Option<[u8; COMM_LEN]> {
 }
 
 /// `files_fdtable(current->files)`.
-fn fdtable(offsets: &TaskOffsets, files: u64) -> Option<u64> {
-    read::<u64>(files + u64::from(offsets.files_fdt)).filter(|&fdt| fdt != 0)
+fn fdtable(offsets: &TaskOffsets, files: Object) -> Option<Object> {
+    files.follow(offsets.files_fdt)
 }
 
 /// `files_fdtable(current->files)->max_fds`.
 pub fn max_fds() -> Option<u32> {
     let offsets = offsets()?;
     let fdt = fdtable(&offsets, files(&offsets)?)?;
-    read::<u32>(fdt + u64::from(offsets.fdt_max_fds))
+    Some(fdt.load(offsets.fdt_max_fds))
+}
+
+/// The word at `address`, at a variable index into a bitmap: the verifier checks BTF loads
+/// at constant offsets only, so this one is a probe read.
+#[inline(never)]
+fn read_word(address: u64) -> Option<u64> {
+    // SAFETY: bpf_probe_read_kernel checks the address; a fault is an Err.
+    unsafe { bpf_probe_read_kernel(address as *const u64) }.ok()
 }
 
 /// The fd table as `alloc_fd(start, RLIMIT_NOFILE)` will find it.
@@ -88,17 +118,17 @@ pub fn alloc_start(start: u32) -> Option<AllocStart> {
     let offsets = offsets()?;
     let files = files(&offsets)?;
     let fdt = fdtable(&offsets, files)?;
-    let next_fd = read::<u32>(files + u64::from(offsets.files_next_fd))?;
-    let max_fds = read::<u32>(fdt + u64::from(offsets.fdt_max_fds))?;
+    let next_fd: u32 = files.load(offsets.files_next_fd);
+    let max_fds: u32 = fdt.load(offsets.fdt_max_fds);
     let fd0 = if start > next_fd { start } else { next_fd };
+    let signal = Object::current_task().follow(offsets.task_signal)?;
+    let end: u64 = signal.load(offsets.signal_nofile);
     let word = if fd0 < max_fds {
-        let open_fds = read::<u64>(fdt + u64::from(offsets.fdt_open_fds))?;
-        read::<u64>(open_fds + u64::from(fd0 / 64) * 8)?
+        let open_fds: u64 = fdt.load(offsets.fdt_open_fds);
+        read_word(open_fds + u64::from(fd0 / 64) * 8)?
     } else {
         0
     };
-    let signal = read::<u64>(current_task() + u64::from(offsets.task_signal))?;
-    let end = read::<u64>(signal + u64::from(offsets.signal_nofile))?;
     Some(AllocStart {
         start,
         next_fd,
