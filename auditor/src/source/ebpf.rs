@@ -491,6 +491,7 @@ fn close_links_in_background<T: Send>(links: Vec<T>) {
         // allocation, no lock), as a child of a multi-threaded process must; `others` was
         // built before.
         match unsafe { libc::fork() } {
+            // SAFETY: as above: raw syscalls only, then _exit.
             0 => unsafe {
                 if libc::fork() == 0 {
                     libc::setsid();
@@ -577,8 +578,7 @@ fn load_programs(ebpf: &mut Ebpf, stop: &(dyn Fn() -> bool + Sync)) -> Result<()
         let handles: Vec<_> = (0..workers).map(|_| scope.spawn(work)).collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("a loading thread does not panic"))
-            .collect()
+            .try_for_each(|h| h.join().expect("a loading thread does not panic"))
     })
 }
 
