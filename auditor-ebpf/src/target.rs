@@ -189,12 +189,10 @@ pub fn process_fork(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let offset = global(&FORK_CHILD_PID_OFFSET) as usize;
-    // A child starts with the name of the thread that forked it.
     // SAFETY: the loader read the offset of child_pid from this kernel's format file.
-    if let (Ok(child), Ok(comm)) = (
-        unsafe { ctx.read_at::<u32>(offset) },
-        aya_ebpf::helpers::bpf_get_current_comm(),
-    ) {
+    let child = unsafe { ctx.read_at::<u32>(offset) };
+    // A child starts with the name of the thread that forked it.
+    if let (Ok(child), Ok(comm)) = (child, aya_ebpf::helpers::bpf_get_current_comm()) {
         trace_process(child, comm);
     }
     0
@@ -276,10 +274,9 @@ pub fn task_rename(ctx: TracePointContext) -> u32 {
         let _ = TRACED.remove(pid);
         return 0;
     }
+    let offset = global(&RENAME_NEWCOMM_OFFSET) as usize;
     // SAFETY: as above; a char[16], checked by the loader.
-    if let Ok(comm) =
-        unsafe { ctx.read_at::<[u8; COMM_LEN]>(global(&RENAME_NEWCOMM_OFFSET) as usize) }
-    {
+    if let Ok(comm) = unsafe { ctx.read_at::<[u8; COMM_LEN]>(offset) } {
         entry.comm = comm;
     }
     0
