@@ -38,6 +38,10 @@ pub struct Options {
     /// Only these configurations (by name; default all that are installed).
     #[arg(long = "only", value_name = "CONFIG")]
     only: Vec<String>,
+    /// Another auditor binary (an older build, say) to measure beside this one, as the
+    /// `baseline` configuration: `auditor trace -- bench` and its start and stop.
+    #[arg(long, value_name = "AUDITOR")]
+    baseline: Option<PathBuf>,
     /// Only these workloads (by name; default all).
     #[arg(long = "workload", value_name = "WORKLOAD")]
     workloads: Vec<String>,
@@ -62,6 +66,7 @@ enum Config {
     Untraced,
     Floor,
     Auditor,
+    Baseline,
     Untargeted,
     Bpftrace,
     Strace,
@@ -76,10 +81,11 @@ enum Config {
 const AUDITOR_STRACE_FLAGS: [&str; 6] = ["-Y", "-qq", "-v", "-s", "65536", "--seccomp-bpf"];
 
 impl Config {
-    const ALL: [Config; 12] = [
+    const ALL: [Config; 13] = [
         Config::Untraced,
         Config::Floor,
         Config::Auditor,
+        Config::Baseline,
         Config::Untargeted,
         Config::Bpftrace,
         Config::Strace,
@@ -96,6 +102,7 @@ impl Config {
             Config::Untraced => "untraced",
             Config::Floor => "floor",
             Config::Auditor => "auditor",
+            Config::Baseline => "baseline",
             Config::Untargeted => "untargeted",
             Config::Bpftrace => "bpftrace",
             Config::Strace => "strace",
@@ -115,6 +122,7 @@ impl Config {
                 "auditor trace --empty-programs: the probe's attach points, programs pruned to a return"
             }
             Config::Auditor => "auditor trace -- bench",
+            Config::Baseline => "the --baseline auditor: auditor trace -- bench",
             Config::Untargeted => "auditor trace --pid OTHER: the bench is not a target",
             Config::Bpftrace => "bpftrace counting the bench's syscalls (enter and exit) by probe",
             Config::Strace => "strace -f -o /dev/null -e <auditor strace's set>",
@@ -134,6 +142,7 @@ fn strace_set() -> String {
 
 struct Tools {
     auditor: PathBuf,
+    baseline: Option<PathBuf>,
     bench: PathBuf,
     dir: PathBuf,
 }
@@ -163,6 +172,10 @@ impl Tools {
             Config::Untraced | Config::Untargeted => vec![],
             Config::Floor => vec![auditor, "trace".into(), "--empty-programs".into()],
             Config::Auditor => vec![auditor, "trace".into(), "--format".into(), "json".into()],
+            Config::Baseline => {
+                let baseline = self.baseline.as_ref().expect("configured with a baseline");
+                vec![baseline.display().to_string(), "trace".into()]
+            }
             Config::Bpftrace => {
                 let probes: Vec<String> = ["poll", "select", "openat", "close"]
                     .iter()
@@ -199,7 +212,7 @@ impl Tools {
         };
         if matches!(
             config,
-            Config::Floor | Config::Auditor | Config::AuditorStrace
+            Config::Floor | Config::Auditor | Config::Baseline | Config::AuditorStrace
         ) {
             line.extend(["-o".into(), report]);
         }
@@ -377,6 +390,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let tools = Tools {
         auditor,
+        baseline: options.baseline.clone(),
         bench: workspace_root().join("target/release/probe-bench"),
         dir,
     };
@@ -396,6 +410,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             | Config::StraceWith(_)
             | Config::StraceAsAuditor
             | Config::AuditorStrace => installed("strace"),
+            Config::Baseline => options.baseline.is_some(),
             _ => true,
         })
         .collect();
@@ -446,7 +461,8 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 
     let mut sessions = BTreeMap::new();
     let auditor = tools.auditor.display().to_string();
-    let prefixes: [(&str, Vec<String>); 3] = [
+    let baseline = options.baseline.as_ref().map(|b| b.display().to_string());
+    let mut prefixes: Vec<(&str, Vec<String>)> = vec![
         (
             "auditor trace",
             vec![
@@ -479,6 +495,13 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             ],
         ),
     ];
+    if let Some(baseline) = baseline {
+        let line = ["trace", "-o", "/dev/null", "--"].map(String::from);
+        prefixes.push((
+            "baseline trace",
+            [baseline].into_iter().chain(line).collect(),
+        ));
+    }
     for (name, prefix) in &prefixes {
         let (mut starts, mut stops) = (Vec::new(), Vec::new());
         for _ in 0..options.reps.min(5) {
