@@ -306,6 +306,30 @@ impl Beside {
     }
 }
 
+/// Waits (up to 10 s) until no auditor process is left: the helper that detaches a
+/// session's probe after the auditor exits makes the kernel wait out RCU grace periods
+/// for two seconds, which would be measured as the next run's cost.
+fn wait_for_detaching(tools: &Tools) {
+    let ours = |exe: &Path| {
+        std::iter::once(&tools.auditor)
+            .chain(&tools.baseline)
+            .any(|auditor| exe == auditor)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let running = std::fs::read_dir("/proc").is_ok_and(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| std::fs::read_link(entry.path().join("exe")).ok())
+                .any(|exe| ours(&exe))
+        });
+        if !running {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn signal(pid: u32, signal: libc::c_int) {
     // SAFETY: kill(2) on a child this process started and has not reaped.
     unsafe { libc::kill(pid as libc::pid_t, signal) };
@@ -448,6 +472,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             } else {
                 run_line(&tools.command(config, &bench), workloads.len())?
             };
+            wait_for_detaching(&tools);
             for (workload, ns) in result {
                 figures
                     .entry(config.name())
@@ -506,6 +531,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         let (mut starts, mut stops) = (Vec::new(), Vec::new());
         for _ in 0..options.reps.min(5) {
             let (start, stop) = stamped(&tools, prefix)?;
+            wait_for_detaching(&tools);
             starts.push(seconds(start));
             stops.push(seconds(stop));
         }
