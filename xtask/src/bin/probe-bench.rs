@@ -99,31 +99,16 @@ fn pollfd(fd: libc::c_int) -> libc::pollfd {
     }
 }
 
-fn poll_one(seconds: f64) -> Figures {
+/// Polls `entries` entries (every POLL_NEGATIVE_EVERY-th, from the first, with fd = -1
+/// when there are more than one) of an open /dev/null, `batch` calls a batch.
+fn poll_entries(seconds: f64, entries: usize, batch: u64) -> Figures {
     let null = open_null();
-    let mut fds = [pollfd(null)];
-    let result = timed(seconds, 64, || {
-        for _ in 0..64 {
-            poll(&mut fds);
-        }
-    });
-    close(null);
-    result
-}
-
-fn poll_many(seconds: f64) -> Figures {
-    let null = open_null();
-    let mut fds: Vec<libc::pollfd> = (0..POLL_ENTRIES)
-        .map(|i| {
-            pollfd(if i % POLL_NEGATIVE_EVERY == 0 {
-                -1
-            } else {
-                null
-            })
-        })
+    let negative = |i: usize| entries > 1 && i % POLL_NEGATIVE_EVERY == 0;
+    let mut fds: Vec<libc::pollfd> = (0..entries)
+        .map(|i| pollfd(if negative(i) { -1 } else { null }))
         .collect();
-    let result = timed(seconds, 8, || {
-        for _ in 0..8 {
+    let result = timed(seconds, batch, || {
+        for _ in 0..batch {
             poll(&mut fds);
         }
     });
@@ -268,8 +253,11 @@ fn main() {
             pin(cpu);
             type Workload = (&'static str, Box<dyn Fn() -> Figures>);
             let workloads: [Workload; 6] = [
-                ("poll1", Box::new(move || poll_one(seconds))),
-                ("poll1024", Box::new(move || poll_many(seconds))),
+                ("poll1", Box::new(move || poll_entries(seconds, 1, 64))),
+                (
+                    "poll1024",
+                    Box::new(move || poll_entries(seconds, POLL_ENTRIES, 8)),
+                ),
                 ("openclose", Box::new(move || open_close(seconds))),
                 (
                     "openclose2",
