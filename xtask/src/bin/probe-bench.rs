@@ -103,7 +103,7 @@ fn pollfd(fd: libc::c_int) -> libc::pollfd {
 /// when there are more than one) of an open /dev/null, `batch` calls a batch.
 fn poll_entries(seconds: f64, entries: usize, batch: u64) -> Figures {
     let null = open_null();
-    let negative = |i: usize| entries > 1 && i % POLL_NEGATIVE_EVERY == 0;
+    let negative = |i: usize| entries > 1 && i.is_multiple_of(POLL_NEGATIVE_EVERY);
     let mut fds: Vec<libc::pollfd> = (0..entries)
         .map(|i| pollfd(if negative(i) { -1 } else { null }))
         .collect();
