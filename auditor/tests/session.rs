@@ -175,6 +175,47 @@ fn names_match_processes_as_ps_shows_them_and_threads_when_asked() {
     assert!(session.notes.iter().all(|n| !n.starts_with("Warning")));
 }
 
+/// A process that renames itself (prctl PR_SET_NAME, as exec does) is counted under its
+/// new name from its next call: `--comm` decides again on every rename, and a started
+/// command's calls go to one row per name.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn a_renamed_process_is_counted_under_its_new_name() {
+    require_privileges();
+    let renamed = "auditor-renamed";
+    let steps = format!("select:2:-1 name:{renamed} poll:4:10:10 name:{WORKLOAD_COMM} select:1:-1");
+    let both = |session: &trace::Session, comm: &str| {
+        (
+            site_of(&session.tally, comm, Site::SelectNNegative),
+            site_of(&session.tally, comm, Site::PollFdNegative),
+        )
+    };
+    let (three_selects, forty_entries) = (Counts::new(3, 0, 0), Counts::new(40, 0, 0));
+
+    // Counted while it has the name, not while it has another.
+    let session = trace_by_name(&[WORKLOAD_COMM], &[], &steps);
+    assert_eq!(both(&session, WORKLOAD_COMM), (three_selects, Counts::ZERO));
+    assert_eq!(both(&session, renamed), (Counts::ZERO, Counts::ZERO));
+    let session = trace_by_name(&[renamed], &[], &steps);
+    assert_eq!(both(&session, WORKLOAD_COMM), (Counts::ZERO, Counts::ZERO));
+    assert_eq!(both(&session, renamed), (Counts::ZERO, forty_entries));
+
+    // A started command: every call, under the name it had when it made it.
+    let options = Options {
+        target: Target::Command(
+            std::iter::once(WORKLOAD.into())
+                .chain(steps.split_whitespace().map(Into::into))
+                .collect(),
+        ),
+        duration: None,
+        status: false,
+        empty_programs: false,
+    };
+    let session = trace::trace(&options).unwrap();
+    assert_eq!(both(&session, WORKLOAD_COMM), (three_selects, Counts::ZERO));
+    assert_eq!(both(&session, renamed), (Counts::ZERO, forty_entries));
+}
+
 /// Starts `auditor ARGS`, sends it `signal` after `delay`, and returns its exit status,
 /// JSON report and how long it took to end after the signal.
 fn signalled(
