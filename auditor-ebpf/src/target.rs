@@ -133,7 +133,7 @@ pub fn current() -> Option<ProcessKey> {
         return by_thread_name(pid, &entry.comm);
     }
     if global(&TRACE_ALL) != 0 {
-        return enter(pid, task::process_comm()?, traced::COUNTED);
+        return enter_traced(pid, task::process_comm()?, traced::COUNTED);
     }
     if global(&FILTER_COMMS) == 0 {
         return None;
@@ -144,15 +144,15 @@ pub fn current() -> Option<ProcessKey> {
     };
     let comm = task::leader_comm().unwrap_or(thread);
     if comm_matches(&comm, comm_match::PROCESS) {
-        return enter(pid, comm, traced::COUNTED | traced::BY_NAME);
+        return enter_traced(pid, comm, traced::COUNTED | traced::BY_NAME);
     }
-    let _ = enter(pid, comm, traced::BY_NAME);
+    let _ = enter_traced(pid, comm, traced::BY_NAME);
     by_thread_name(pid, &comm)
 }
 
 /// Enters `pid` under `comm` with `flags`: the process to count if COUNTED (also when the
 /// table is full: only this call then pays for the decision).
-fn enter(pid: u32, comm: [u8; COMM_LEN], flags: u32) -> Option<ProcessKey> {
+fn enter_traced(pid: u32, comm: [u8; COMM_LEN], flags: u32) -> Option<ProcessKey> {
     let _ = TRACED.insert(pid, Traced { comm, flags }, 0);
     (flags & traced::COUNTED != 0).then_some(ProcessKey { pid, comm })
 }
@@ -170,7 +170,7 @@ fn by_thread_name(pid: u32, comm: &[u8; COMM_LEN]) -> Option<ProcessKey> {
 /// Counts `pid` from now on; a full table only stops following new processes (the loader
 /// sized it for the target).
 fn trace_process(pid: u32, comm: [u8; COMM_LEN]) {
-    let _ = enter(pid, comm, traced::COUNTED);
+    let _ = enter_traced(pid, comm, traced::COUNTED);
 }
 
 /// `sched:sched_process_fork` runs in the parent before the child can run, so a child of a

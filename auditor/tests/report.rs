@@ -139,19 +139,12 @@ fn saved_reports_merge_exactly() {
     std::fs::write(&merged_file, serde_json::to_vec(&merged).unwrap()).unwrap();
     let twice = report(&[&merged_file, &ssh, &http, &ssh]);
     assert_eq!(counted(&twice)[2..], counted(&merged)[2..]);
-    let notes = common::json_notes(&twice);
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.ends_with("ssh.json was given more than once: counted once.")),
-        "{notes:?}"
-    );
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.ends_with("http.json holds only runs already read: counted once.")),
-        "{notes:?}"
-    );
+    common::assert_note(&twice, |n| {
+        n.ends_with("ssh.json was given more than once: counted once.")
+    });
+    common::assert_note(&twice, |n| {
+        n.ends_with("http.json holds only runs already read: counted once.")
+    });
 }
 
 /// A file that is not a report, is cut short or is of another schema version is named
@@ -263,13 +256,9 @@ fn verdicts_per_program() {
         let pooled = site["taken"].as_u64().unwrap() + site["not_taken"].as_u64().unwrap();
         assert_eq!(sum, pooled, "{id}");
     }
-    let notes = common::json_notes(&from_log);
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.starts_with("close.ok: holds pooled; per program: holds for")),
-        "{notes:?}"
-    );
+    common::assert_note(&from_log, |n| {
+        n.starts_with("close.ok: holds pooled; per program: holds for")
+    });
 }
 
 /// `--format text` is what a reviewer pastes into a mail: ASCII, no line over 72 columns,

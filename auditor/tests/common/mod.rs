@@ -233,6 +233,13 @@ pub fn ended(started: Started) -> (Option<i32>, serde_json::Value, std::time::Du
 }
 
 /// The notes of a JSON report.
+/// Asserts that some note of a JSON report passes `test`, showing them all if none does.
+#[track_caller]
+pub fn assert_note(report: &serde_json::Value, test: impl Fn(&str) -> bool) {
+    let notes = json_notes(report);
+    assert!(notes.iter().any(|n| test(n)), "{notes:?}");
+}
+
 pub fn json_notes(report: &serde_json::Value) -> Vec<&str> {
     report["notes"]
         .as_array()

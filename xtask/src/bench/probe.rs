@@ -485,47 +485,26 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     }
 
     let mut sessions = BTreeMap::new();
-    let auditor = tools.auditor.display().to_string();
-    let baseline = options.baseline.as_ref().map(|b| b.display().to_string());
+    // A session of `binary` with `args`, its report thrown away, before the command.
+    let session = |binary: &Path, args: &[&str]| -> Vec<String> {
+        std::iter::once(binary.display().to_string())
+            .chain(
+                args.iter()
+                    .chain(&["-o", "/dev/null", "--"])
+                    .map(|a| a.to_string()),
+            )
+            .collect()
+    };
     let mut prefixes: Vec<(&str, Vec<String>)> = vec![
-        (
-            "auditor trace",
-            vec![
-                auditor.clone(),
-                "trace".into(),
-                "-o".into(),
-                "/dev/null".into(),
-                "--".into(),
-            ],
-        ),
+        ("auditor trace", session(&tools.auditor, &["trace"])),
         (
             "auditor trace --empty-programs",
-            vec![
-                auditor.clone(),
-                "trace".into(),
-                "--empty-programs".into(),
-                "-o".into(),
-                "/dev/null".into(),
-                "--".into(),
-            ],
+            session(&tools.auditor, &["trace", "--empty-programs"]),
         ),
-        (
-            "auditor strace",
-            vec![
-                auditor,
-                "strace".into(),
-                "-o".into(),
-                "/dev/null".into(),
-                "--".into(),
-            ],
-        ),
+        ("auditor strace", session(&tools.auditor, &["strace"])),
     ];
-    if let Some(baseline) = baseline {
-        let line = ["trace", "-o", "/dev/null", "--"].map(String::from);
-        prefixes.push((
-            "baseline trace",
-            [baseline].into_iter().chain(line).collect(),
-        ));
+    if let Some(baseline) = &options.baseline {
+        prefixes.push(("baseline trace", session(baseline, &["trace"])));
     }
     for (name, prefix) in &prefixes {
         let (mut starts, mut stops) = (Vec::new(), Vec::new());
