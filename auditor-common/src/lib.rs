@@ -12,6 +12,7 @@ pub mod fd;
 pub mod poll;
 pub mod prelude;
 pub mod select;
+pub mod stacks;
 
 /// Length of a task's command name, as in the kernel (`TASK_COMM_LEN`).
 pub const COMM_LEN: usize = 16;
@@ -423,6 +424,11 @@ pub mod globals {
     /// [`crate::TaskOffsets`]: where the task state the probe reads lies in this kernel's
     /// structs, from its BTF (all zero: unknown, and the sites that need it undecided).
     pub const TASK_OFFSETS: &str = "TASK_OFFSETS";
+    /// [u32; SITE_COUNT]: per site, the `stacks::arms` that take a stack (`--stacks`);
+    /// all 0 without it.
+    pub const STACK_ARMS: &str = "STACK_ARMS";
+    /// u32: 1 with `--stacks` (execs are then reported to the user side).
+    pub const STACKS_ON: &str = "STACKS_ON";
 }
 
 /// Offsets (bytes) of the task state the probe reads, from the running kernel's BTF.
@@ -477,6 +483,12 @@ pub mod maps {
     pub const THREADS_CAPACITY: u32 = 65_536;
     /// Entries of `TRACED`: processes followed at once.
     pub const TRACED_CAPACITY: u32 = 65_536;
+    /// The ring buffer of `stacks::StackSample`s and `stacks::ExecEvent`s.
+    pub const STACKS: &str = "STACKS";
+    /// Per-CPU u64 counters, indexed by `stacks::stat`.
+    pub const STACK_STATS: &str = "STACK_STATS";
+    /// Entries of the probe's (process, site) sampling counts.
+    pub const SAMPLED_CAPACITY: u32 = 65_536;
     /// Entries of `COMMS`: names given with `--comm` and `--thread-comm` together.
     pub const COMMS_CAPACITY: u32 = 64;
 }

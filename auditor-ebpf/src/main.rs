@@ -16,6 +16,7 @@ mod epoll;
 mod fget;
 mod poll;
 mod select;
+mod stacks;
 mod tally;
 mod target;
 mod task;

@@ -2,8 +2,12 @@
 //! hash, found once per call; one row for counts that found no room there; and calls per
 //! syscall.
 
+use core::cell::Cell;
+
+use crate::stacks;
 use auditor_common::{
     Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, maps,
+    stacks::RareSites,
 };
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
@@ -30,14 +34,36 @@ static ZERO_ROW: Array<SiteCounts> = Array::with_max_entries(1, 0);
 static CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SYSCALL_COUNT as u32, 0);
 
 /// This CPU's row of one process's counts, for the length of one program run.
-pub struct Row(*mut SiteCounts);
+pub struct Row {
+    counts: *mut SiteCounts,
+    process: ProcessKey,
+    /// This CPU's rare sites of the call, with `--stacks` (else null).
+    rare_sites: *mut RareSites,
+    /// 1 once a site of this call went the way `--stacks` asks for: the call's stack is
+    /// taken when the row is dropped, at the end of the program run.
+    rare: Cell<u32>,
+}
+
+impl Drop for Row {
+    fn drop(&mut self) {
+        if self.rare.get() != 0 {
+            stacks::take(&self.process);
+        }
+    }
+}
 
 impl Row {
     /// The row of `process` (created on its first counted call), or the unattributed row
     /// when the table is full; None only if the maps are missing, which cannot happen.
     pub fn of(process: &ProcessKey) -> Option<Row> {
-        if let Some(row) = COUNTS.get_ptr_mut(process) {
-            return Some(Row(row));
+        let row = |counts| Row {
+            counts,
+            process: *process,
+            rare_sites: stacks::rare_sites(),
+            rare: Cell::new(0),
+        };
+        if let Some(counts) = COUNTS.get_ptr_mut(process) {
+            return Some(row(counts));
         }
         // A new row holds zeros on every CPU. EEXIST means another CPU created it meanwhile.
         let zero = ZERO_ROW.get(0)?;
@@ -45,30 +71,33 @@ impl Row {
         COUNTS
             .get_ptr_mut(process)
             .or_else(|| UNATTRIBUTED.get_ptr_mut(0))
-            .map(Row)
+            .map(row)
     }
 
     /// The counts of `site` in this row (checked: the verifier allows no panic path).
     fn site(&self, site: Site) -> Option<*mut Counts> {
         // SAFETY: this CPU's copy of a map value, valid for this program run.
-        unsafe { (*self.0).sites.get_mut(site as usize) }.map(|c| c as *mut Counts)
+        unsafe { (*self.counts).sites.get_mut(site as usize) }.map(|c| c as *mut Counts)
     }
 
-    /// Adds `counts` to `site`.
+    /// Adds one call's `counts` to `site` (and offers them a stack, with `--stacks`).
+    #[inline(always)]
     pub fn record(&self, site: Site, counts: &Counts) {
         if let Some(slot) = self.site(site) {
             // SAFETY: no other CPU writes this CPU's copy, and this program is not
             // re-entered on the same CPU: no other reference to it is live.
             unsafe { (*slot).add(counts) };
+            // SAFETY: as above.
+            stacks::offer(self.rare_sites, &self.rare, site, counts, unsafe { &*slot });
         }
     }
 
     /// Adds one evaluation of `site` (nothing if it was not reached).
+    #[inline(always)]
     pub fn record_one(&self, site: Site, evaluation: Evaluation) {
-        if let Some(slot) = self.site(site) {
-            // SAFETY: as in `record`.
-            unsafe { (*slot).record(evaluation, 1) };
-        }
+        let mut counts = Counts::ZERO;
+        counts.record(evaluation, 1);
+        self.record(site, &counts);
     }
 }
 

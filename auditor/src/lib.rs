@@ -10,6 +10,7 @@ pub mod kernel_src;
 pub mod readiness;
 pub mod report;
 pub mod source;
+pub mod stacks;
 pub mod status;
 pub mod tally;
 pub mod trace;

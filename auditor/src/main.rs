@@ -229,6 +229,11 @@ struct TraceArgs {
     /// The command to start and trace, with its children.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
+    /// Take the user stack of calls that go a site's rare way (against its hint, or the
+    /// `--propose`d one; both ways at an unhinted site), sampled, and name the code behind
+    /// them: the first frame outside the C library, with counts; whole stacks in JSON.
+    #[arg(long)]
+    stacks: bool,
     /// Attach the probe's programs with nothing to do (the benchmark's floor).
     #[arg(long, hide = true)]
     empty_programs: bool,
@@ -287,6 +292,12 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         status: true,
         empty_programs: args.empty_programs,
+        stacks: args.stacks.then(|| {
+            auditor::stacks::Arms::of(|site| {
+                let proposed = args.output.propose.iter().rev().find(|p| p.site == site);
+                proposed.map_or(auditor::readiness::info(site).hint, |p| p.hint)
+            })
+        }),
     };
     let command = match &options.target {
         Target::Command(argv) => argv.first().map(|a| a.to_string_lossy().into_owned()),

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use auditor_common::{Counts, Site, Syscall};
 
+use crate::stacks::{self, Frame};
+
 /// A process as the report names it: its id and the program name it ran under.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Process {
@@ -21,6 +23,8 @@ pub struct Tally {
     /// Counts per site and calling code, for the calls whose stacks the source saw
     /// (`strace -k`).
     callers: BTreeMap<(Site, String), Counts>,
+    /// Counts per site and whole call stack, for the same calls.
+    stacks: BTreeMap<(Site, Vec<Frame>), Counts>,
     /// Probe runs the kernel skipped (another BPF program ran on that CPU).
     missed_probe_runs: u64,
     /// The executable each process exec'd, when the source saw it.
@@ -96,6 +100,29 @@ impl Tally {
         }
     }
 
+    pub fn add_stack(&mut self, site: Site, frames: &[Frame], counts: &Counts) {
+        if counts.total() > 0 {
+            let key = (site, frames.to_vec());
+            self.stacks.entry(key).or_default().add(counts);
+        }
+    }
+
+    /// Adds the counts of calls whose stack was `frames`: to that stack, and to the code
+    /// that made them (its [`stacks::caller`]).
+    pub fn add_call_stack(&mut self, site: Site, frames: &[Frame], counts: &Counts) {
+        self.add_stack(site, frames, counts);
+        if let Some(caller) = stacks::caller(frames) {
+            self.add_caller(site, &caller, counts);
+        }
+    }
+
+    /// Rows per (site, stack), ordered by site then stack.
+    pub fn stacks(&self) -> impl Iterator<Item = (Site, &[Frame], &Counts)> {
+        self.stacks
+            .iter()
+            .map(|((site, frames), counts)| (*site, frames.as_slice(), counts))
+    }
+
     /// Rows per (site, calling code), ordered by site then caller.
     pub fn callers(&self) -> impl Iterator<Item = (Site, &str, &Counts)> {
         self.callers
@@ -132,6 +159,9 @@ impl Tally {
         }
         for (site, caller, counts) in other.callers() {
             self.add_caller(site, caller, counts);
+        }
+        for (site, frames, counts) in other.stacks() {
+            self.add_stack(site, frames, counts);
         }
         self.missed_probe_runs += other.missed_probe_runs;
         for (process, exe) in &other.exes {

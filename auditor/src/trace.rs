@@ -28,6 +28,7 @@ use nix::{
 use crate::{
     Error,
     source::ebpf::{Filter, Probe},
+    stacks::Arms,
     status::{self, Ending},
     tally::Tally,
     workload,
@@ -60,6 +61,8 @@ pub struct Options {
     pub status: bool,
     /// Attach programs that do nothing: the probe benchmark's floor (nothing is counted).
     pub empty_programs: bool,
+    /// Take the user stacks of the calls that go these arms, and name the code behind them.
+    pub stacks: Option<Arms>,
 }
 
 /// The result of a session.
@@ -376,6 +379,7 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
     let held = argv.as_deref().map(HeldChild::spawn).transpose()?;
     let filter = Filter {
         empty_programs: options.empty_programs,
+        stacks: options.stacks,
         ..match &options.target {
             Target::Processes {
                 pids,

@@ -82,6 +82,7 @@ fn a_pid_reused_by_another_process_is_not_counted() {
         duration: Some(Duration::from_secs(60)),
         status: false,
         empty_programs: false,
+        stacks: None,
     };
     let (session, reused) = std::thread::scope(|scope| {
         let stranger = scope.spawn(|| {
@@ -121,6 +122,7 @@ fn trace_by_name(comms: &[&str], thread_comms: &[&str], steps: &str) -> trace::S
         duration: None,
         status: false,
         empty_programs: false,
+        stacks: None,
     };
     trace::trace_with(&options, || {
         let mut child = Command::new(WORKLOAD)
@@ -210,6 +212,7 @@ fn a_renamed_process_is_counted_under_its_new_name() {
         duration: None,
         status: false,
         empty_programs: false,
+        stacks: None,
     };
     let session = trace::trace(&options).unwrap();
     assert_eq!(both(&session, WORKLOAD_COMM), (three_selects, Counts::ZERO));

@@ -23,6 +23,7 @@ fn options(target: Target) -> Options {
         duration: None,
         status: false,
         empty_programs: false,
+        stacks: None,
     }
 }
 

@@ -126,6 +126,16 @@ pub struct CallerReport {
     pub counts: Counts,
 }
 
+/// Counts of a site per whole call stack, innermost frame first (the probe's `--stacks`,
+/// `strace -k`).
+#[derive(Debug, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct StackReport {
+    pub site: String,
+    pub frames: Vec<crate::stacks::Frame>,
+    #[serde(flatten)]
+    pub counts: Counts,
+}
+
 /// A process's evaluations of a site's rare arm.
 #[derive(Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RareSource {
@@ -198,6 +208,8 @@ pub struct Report {
     pub processes: Vec<ProcessReport>,
     /// One row per (site, calling code), when the source saw stacks.
     pub callers: Vec<CallerReport>,
+    /// One row per (site, call stack): the stacks the callers are the first frames of.
+    pub stacks: Vec<StackReport>,
     /// Counts per site that are in the totals but in no process's row.
     pub unattributed: Vec<saved::SiteCounts>,
     /// Probe runs the kernel skipped; each may have lost a call.
@@ -347,6 +359,14 @@ impl Report {
                     counts: *counts,
                 })
                 .collect(),
+            stacks: tally
+                .stacks()
+                .map(|(site, frames, counts)| StackReport {
+                    site: readiness::info(site).id.to_string(),
+                    frames: frames.to_vec(),
+                    counts: *counts,
+                })
+                .collect(),
             unattributed: tally
                 .unattributed()
                 .map(|(site, counts)| saved::SiteCounts {
@@ -426,6 +446,8 @@ impl Report {
             self.sites.retain(|s| sites.contains(&s.info.site));
             let ids: Vec<&str> = self.sites.iter().map(|s| s.info.id).collect();
             self.processes.retain(|p| ids.contains(&p.site.as_str()));
+            self.callers.retain(|c| ids.contains(&c.site.as_str()));
+            self.stacks.retain(|s| ids.contains(&s.site.as_str()));
             self.refresh_notes();
         }
         self

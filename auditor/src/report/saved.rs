@@ -78,6 +78,9 @@ struct Saved {
     processes: Vec<super::ProcessReport>,
     unattributed: Vec<SiteCounts>,
     callers: Vec<super::CallerReport>,
+    /// Reports saved before stacks were kept have none.
+    #[serde(default)]
+    stacks: Vec<super::StackReport>,
     missed_probe_runs: u64,
     source_notes: Vec<String>,
 }
@@ -170,6 +173,9 @@ pub fn read(path: &Path) -> Result<Loaded, SavedError> {
     }
     for row in &saved.callers {
         tally.add_caller(site_of(&row.site, &file)?, &row.caller, &row.counts);
+    }
+    for row in &saved.stacks {
+        tally.add_stack(site_of(&row.site, &file)?, &row.frames, &row.counts);
     }
     for (name, calls) in &saved.calls {
         let syscall = Syscall::from_name(name)

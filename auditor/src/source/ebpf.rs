@@ -4,18 +4,22 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use auditor_common::{
-    COMM_LEN, Counts, EXE_LEN, ProcessKey, Site, SiteCounts, Syscall, TaskOffsets, Traced,
-    comm_match, globals, maps, traced,
+    COMM_LEN, Counts, EXE_LEN, ProcessKey, SITE_COUNT, Site, SiteCounts, Syscall, TaskOffsets,
+    Traced, comm_match, globals, maps, stacks, traced,
 };
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{ProgramError, TracePoint, trace_point::TracePointLinkId},
 };
 
 use crate::{
     Error,
     btf::{self, Btf},
+    stacks::{
+        Arms,
+        collect::{Collected, Collector},
+    },
     tally::{Process, Tally},
     tracefs,
 };
@@ -124,6 +128,8 @@ pub struct Filter {
     pub follow_forks: bool,
     /// Attach programs that do nothing (the floor the probe benchmark measures against).
     pub empty_programs: bool,
+    /// Take the user stacks of calls that go these arms (`--stacks`).
+    pub stacks: Option<Arms>,
 }
 
 /// Effective capabilities the probe needs: CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN.
@@ -181,6 +187,10 @@ pub struct Probe {
     task_state_error: Option<String>,
     /// The names given with `--comm` and `--thread-comm`.
     names: Vec<String>,
+    /// With `--stacks`: the thread reading them while the probe counts...
+    collector: Option<Collector>,
+    /// ... and what they came to once it stopped, with the probe's `stacks::stat` counters.
+    collected: Option<(Collected, [u64; stacks::stat::COUNT as usize])>,
 }
 
 impl Probe {
@@ -231,6 +241,8 @@ impl Probe {
         let filename_offset = record_offset(exec_filename)?;
         let rename_pid_offset = record_offset(rename_pid)?;
         let rename_newcomm_offset = record_offset(rename_newcomm)?;
+        let stack_arms = filter.stacks.map_or([0; SITE_COUNT], |arms| arms.0);
+        let stacks_on = flag(filter.stacks.is_some());
         let (task_offsets, task_state_error) = match task_offsets() {
             Ok(offsets) => (offsets, None),
             Err(why) => (TaskOffsets::default(), Some(why)),
@@ -249,6 +261,8 @@ impl Probe {
             .override_global(globals::RENAME_PID_OFFSET, &rename_pid_offset, true)
             .override_global(globals::RENAME_NEWCOMM_OFFSET, &rename_newcomm_offset, true)
             .override_global(globals::TASK_OFFSETS, &task_offsets, true)
+            .override_global(globals::STACK_ARMS, &stack_arms, true)
+            .override_global(globals::STACKS_ON, &stacks_on, true)
             .load(PROBE_ELF)
             .map_err(|e| Error::Probe(format!("loading the probe: {e}")))?;
 
@@ -294,6 +308,16 @@ impl Probe {
         }
 
         load_programs(&mut ebpf, stop)?;
+        let collector = match filter.stacks {
+            Some(_) => {
+                let map = ebpf
+                    .take_map(maps::STACKS)
+                    .ok_or_else(|| map_error(maps::STACKS, "missing"))?;
+                let ring = RingBuf::try_from(map).map_err(|e| map_error(maps::STACKS, e))?;
+                Some(Collector::start(ring))
+            }
+            None => None,
+        };
         let mut links = Vec::new();
         for (name, category, event) in PROGRAMS {
             if stop() {
@@ -315,6 +339,8 @@ impl Probe {
                 .chain(&filter.thread_comms)
                 .cloned()
                 .collect(),
+            collector,
+            collected: None,
         })
     }
 
@@ -330,6 +356,11 @@ impl Probe {
                      matches the calling thread's name, not its process's."
                 )
             })
+            .chain(
+                self.collected
+                    .iter()
+                    .map(|(collected, counters)| collected.note(counters)),
+            )
             .collect()
     }
 
@@ -376,6 +407,23 @@ impl Probe {
             links.push(link);
         }
         close_links_in_background(links);
+        if let Some(collector) = self.collector.take() {
+            let stats: PerCpuArray<_, u64> = PerCpuArray::try_from(
+                self.ebpf
+                    .map(maps::STACK_STATS)
+                    .ok_or_else(|| map_error(maps::STACK_STATS, "missing"))?,
+            )
+            .map_err(|e| map_error(maps::STACK_STATS, e))?;
+            let mut counters = [0; stacks::stat::COUNT as usize];
+            for (index, counter) in counters.iter_mut().enumerate() {
+                *counter = stats
+                    .get(&(index as u32), 0)
+                    .map_err(|e| map_error(maps::STACK_STATS, e))?
+                    .iter()
+                    .sum();
+            }
+            self.collected = Some((collector.finish(), counters));
+        }
         Ok(())
     }
 
@@ -439,6 +487,11 @@ impl Probe {
             let (key, path) = entry.map_err(|e| map_error(maps::EXES, e))?;
             let end = path.iter().position(|&b| b == 0).unwrap_or(EXE_LEN);
             tally.set_exe(process(&key), &String::from_utf8_lossy(&path[..end]));
+        }
+        if let Some((collected, _)) = &self.collected {
+            for ((site, frames), counts) in &collected.stacks {
+                tally.add_call_stack(*site, frames, counts);
+            }
         }
         Ok(tally)
     }

@@ -16,6 +16,7 @@ use super::{
 };
 use crate::{
     readiness::{self, Decided, Recorder, Unit},
+    stacks::Frame,
     tally::{Process, Tally},
 };
 
@@ -88,8 +89,10 @@ pub struct Replay {
     stacks: bool,
     /// What the call replayed last counted, while its frames may still follow.
     last_call: Option<Recorder>,
-    /// Counts per site and calling code.
-    callers: BTreeMap<(Site, String), Counts>,
+    /// The frames of that call so far.
+    last_frames: Vec<Frame>,
+    /// Counts per site and call stack.
+    call_stacks: BTreeMap<(Site, Vec<Frame>), Counts>,
     /// Successful `execve` calls: a live strace of a command shows that it started.
     execs: u64,
     /// The executable each (thread, name) exec'd.
@@ -99,7 +102,7 @@ pub struct Replay {
 impl Replay {
     /// Replays one call of log `file`.
     fn record(&mut self, file: &str, record: &Record<&str>) {
-        self.last_call = None;
+        self.end_call();
         // Not a call any measured site depends on.
         let Some(syscall) = Syscall::from_name(record.name) else {
             if record.name == "execve" && record.ret == Some(0) {
@@ -174,20 +177,30 @@ impl Replay {
         }
     }
 
-    /// A frame of the last call's stack: the first outside the C library and the dynamic
-    /// loader names the code that made the call.
+    /// A frame of the last call's stack (`strace -k`).
     fn frame(&mut self, frame: &str) {
         self.stacks = true;
-        // The call is charged once, to its first frame that names a caller.
-        let Some(caller) = self.last_call.as_ref().and_then(|_| caller(frame)) else {
+        if self.last_call.is_some()
+            && let Some(frame) = Frame::from_strace(frame)
+        {
+            self.last_frames.push(frame);
+        }
+    }
+
+    /// The last call's frames are over: its counts go to its stack.
+    fn end_call(&mut self) {
+        let frames = std::mem::take(&mut self.last_frames);
+        let Some(call) = self.last_call.take() else {
             return;
         };
-        let call = self.last_call.take().unwrap_or_default();
+        if frames.is_empty() {
+            return;
+        }
         for site in Site::ALL {
             let counts = call.counts(site);
             if counts.total() > 0 {
-                let key = (site, caller.clone());
-                self.callers.entry(key).or_default().add(&counts);
+                let key = (site, frames.clone());
+                self.call_stacks.entry(key).or_default().add(&counts);
             }
         }
     }
@@ -223,6 +236,7 @@ impl Replay {
     /// Replays a log; `file` names it in the notes, `file_pid` is the pid of a `-ff` file.
     pub fn ingest(&mut self, file: &str, reader: impl Read, file_pid: Option<u32>) {
         Records::new(file_pid).read(reader, &mut |item| self.item(file, item));
+        self.end_call();
     }
 
     fn item(&mut self, file: &str, item: Item<&str>) {
@@ -230,7 +244,7 @@ impl Replay {
             return self.frame(frame);
         }
         // Frames follow their call at once: anything else in between ends its stack.
-        self.last_call = None;
+        self.end_call();
         match item {
             Item::Record(record) => self.record(file, &record),
             Item::Unanswered { record, why } => self.unanswered(file, &record, why),
@@ -283,11 +297,12 @@ impl Replay {
                         records.read(file.take(end - start), &mut |item| match item {
                             Item::Resumed(record) => {
                                 // Its frames are its own, not the call's before.
-                                replay.last_call = None;
+                                replay.end_call();
                                 resumed.push(record.owned());
                             }
                             item => replay.item(name, item),
                         });
+                        replay.end_call();
                         Ok(Part {
                             lines: records.lines(),
                             opened: records.take_opened(),
@@ -396,8 +411,8 @@ impl Replay {
                 .merge(&recorder);
         }
         self.created_by.extend(other.created_by);
-        for (key, counts) in other.callers {
-            self.callers.entry(key).or_default().add(&counts);
+        for (key, counts) in other.call_stacks {
+            self.call_stacks.entry(key).or_default().add(&counts);
         }
         for (calls, other) in self.calls.iter_mut().zip(other.calls) {
             *calls += other;
@@ -431,9 +446,9 @@ impl Replay {
         for syscall in Syscall::ALL {
             tally.add_calls(syscall, self.calls[syscall as usize]);
         }
-        for ((site, caller), counts) in &self.callers {
+        for ((site, frames), counts) in &self.call_stacks {
             if decides(*site) {
-                tally.add_caller(*site, caller, counts);
+                tally.add_call_stack(*site, frames, counts);
             }
         }
         // A thread's counts go to its process, under the process's name as `ps` shows it
@@ -575,21 +590,6 @@ fn has_stacks(file: &mut std::fs::File) -> std::io::Result<bool> {
     let mut head = Vec::new();
     file.take(1 << 20).read_to_end(&mut head)?;
     Ok(memchr::memmem::find(&head, b"\n > ").is_some())
-}
-
-/// `libglib-2.0.so.0(g_main_context_poll)` of a frame
-/// `/usr/lib/x86_64-linux-gnu/libglib-2.0.so.0(g_main_context_poll+0x2b1) [0x56f21]`; None
-/// for a frame of the C library or the dynamic loader (the syscall's wrappers), or one
-/// strace could not read.
-fn caller(frame: &str) -> Option<String> {
-    let (object, rest) = frame.split_once('(')?;
-    let file = object.rsplit('/').next().unwrap_or(object);
-    let wrapper = ["libc.so", "libc-", "ld-linux", "libpthread"];
-    if wrapper.iter().any(|w| file.starts_with(w)) {
-        return None;
-    }
-    let symbol = &rest[..rest.find(['+', ')']).unwrap_or(rest.len())];
-    Some(format!("{file}({symbol})"))
 }
 
 /// The pid of a `strace -ff -o FILE` output file, FILE.PID.

@@ -1,0 +1,243 @@
+//! `--stacks`: the user stack of a call that took a site's rare arm, sampled and sent to
+//! the user side, which unwinds it with DWARF call-frame information (Debian's code has
+//! no frame pointers to walk here) and symbolizes it.
+//!
+//! The common path pays one test of a read-only global, which the verifier prunes away
+//! without `--stacks`. A rare call is sampled per (process, site) (`stacks::sampled`) and
+//! within a per-CPU byte budget per second; every call that takes no stack is counted by
+//! why, so the report can say how many of the rare calls it has stacks of.
+
+use auditor_common::{
+    Counts, ProcessKey, SITE_COUNT, Site, maps,
+    stacks::{
+        self, Budget, ExecEvent, PAGE, RareSites, STACK_PAGES, SampleKey, StackSample, kind,
+        pt_regs, stat,
+    },
+};
+use core::cell::Cell;
+
+use aya_ebpf::{
+    bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
+    cty::c_void,
+    helpers::generated::{
+        bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_user,
+        bpf_task_pt_regs,
+    },
+    macros::map,
+    maps::{HashMap, PerCpuArray, RingBuf},
+};
+
+/// Per site, the arms that take a stack (`stacks::arms`); all 0 without `--stacks`.
+#[unsafe(no_mangle)]
+static STACK_ARMS: [u32; SITE_COUNT] = [0; SITE_COUNT];
+
+/// 1 with `--stacks`.
+#[unsafe(no_mangle)]
+static STACKS_ON: u32 = 0;
+
+#[map]
+static STACKS: RingBuf = RingBuf::with_byte_size(stacks::RING_BYTES, 0);
+
+#[map]
+static STACK_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
+
+/// Rare calls seen per (process, site), for sampling. Updated without atomics: two threads
+/// of a process racing may sample one call more or less, never miscount (what is counted
+/// is in `COUNTS`; what was sampled is what arrives).
+#[map]
+static SAMPLED: HashMap<SampleKey, u64> =
+    HashMap::with_max_entries(maps::SAMPLED_CAPACITY, BPF_F_NO_PREALLOC);
+
+#[map]
+static BUDGET: PerCpuArray<Budget> = PerCpuArray::with_max_entries(1, 0);
+
+fn global(value: &u32) -> u32 {
+    // SAFETY: a valid, aligned static the loader patched before load; volatile so the zero
+    // it was built with is not folded in.
+    unsafe { core::ptr::read_volatile(value) }
+}
+
+/// The rare sites of the call being counted on this CPU (programs attached through perf
+/// run with preemption off, so a call's sites are never mixed with another's).
+#[map]
+static RARE_SITES: PerCpuArray<RareSites> = PerCpuArray::with_max_entries(1, 0);
+
+/// This CPU's rare sites, with `--stacks` (null without: the verifier prunes the rest).
+#[inline(always)]
+pub fn rare_sites() -> *mut RareSites {
+    if global(&STACKS_ON) == 0 {
+        return core::ptr::null_mut();
+    }
+    RARE_SITES.get_ptr_mut(0).unwrap_or(core::ptr::null_mut())
+}
+
+/// Offers one call's `counts` at `site` (`so_far`: the site's counts in the row, these
+/// included): if they went the way `--stacks` asks for, the site is noted in `sites` and
+/// `rare` is set, and the call's stack is taken at the end of the program run.
+///
+/// The counts are tested as read back from map memory, whose values the verifier does not
+/// track: tested where they were computed, each combination of a handler's outcomes would
+/// be verified apart (seconds of loading). For the same reason `rare` only goes 0 to 1.
+#[inline(always)]
+pub fn offer(
+    sites: *mut RareSites,
+    rare: &Cell<u32>,
+    site: Site,
+    counts: &Counts,
+    so_far: &Counts,
+) {
+    let arms = global(&STACK_ARMS[site as usize]);
+    if sites.is_null() || arms == 0 {
+        return;
+    }
+    // SAFETY: this CPU's entry, not shared within a program run (see `RARE_SITES`).
+    let sites = unsafe { &mut *sites };
+    let Some(slot) = sites.counts.get_mut(site as usize) else {
+        return;
+    };
+    *slot = *counts;
+    // SAFETY: a valid, aligned map value just written.
+    let counts = unsafe { core::ptr::read_volatile(slot) };
+    if !stacks::wanted(arms, &counts, so_far) {
+        return;
+    }
+    if rare.get() == 0 {
+        sites.sites = 0;
+    }
+    sites.sites |= 1 << site as u32;
+    rare.set(1);
+}
+
+/// Tells the user side that `pid` exec'd, with `--stacks`.
+pub fn exec(pid: u32) {
+    if global(&STACKS_ON) == 0 {
+        return;
+    }
+    if let Some(mut entry) = STACKS.reserve::<ExecEvent>(0) {
+        entry.write(ExecEvent {
+            kind: kind::EXEC,
+            pid,
+        });
+        entry.submit(0);
+    } else {
+        count(stat::RING_FULL);
+    }
+}
+
+fn count(index: u32) {
+    if let Some(slot) = STACK_STATS.get_ptr_mut(index) {
+        // SAFETY: this CPU's slot of a per-CPU array, not shared within a program run.
+        unsafe { *slot += 1 };
+    }
+}
+
+/// Whether sampling takes a call of `pid` that went the rare way at `sites` (a bit per
+/// site), counting it: calls are sampled per process and set of rare sites.
+fn sampled(pid: u32, sites: u32) -> bool {
+    let key = SampleKey { pid, sites };
+    let slot = match SAMPLED.get_ptr_mut(key) {
+        Some(slot) => slot,
+        None => {
+            let _ = SAMPLED.insert(key, 0, u64::from(BPF_NOEXIST));
+            match SAMPLED.get_ptr_mut(key) {
+                Some(slot) => slot,
+                None => {
+                    count(stat::NO_ROOM);
+                    return false;
+                }
+            }
+        }
+    };
+    // SAFETY: a pointer into the map's value, valid for this program run.
+    let seen = unsafe { *slot };
+    // SAFETY: as above.
+    unsafe { *slot = seen + 1 };
+    if !stacks::sampled(seen) {
+        count(stat::NOT_SAMPLED);
+        return false;
+    }
+    true
+}
+
+/// Whether this CPU's budget for the current second has room for one more sample.
+fn within_budget() -> bool {
+    let Some(budget) = BUDGET.get_ptr_mut(0) else {
+        return false;
+    };
+    // SAFETY: this CPU's budget, not shared within a program run.
+    let budget = unsafe { &mut *budget };
+    // SAFETY: a helper without arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if now.wrapping_sub(budget.second_start_ns) >= 1_000_000_000 {
+        budget.second_start_ns = now;
+        budget.bytes = 0;
+    }
+    let size = core::mem::size_of::<StackSample>() as u64;
+    if budget.bytes + size > stacks::BYTES_PER_CPU_SECOND {
+        count(stat::OVER_BUDGET);
+        return false;
+    }
+    budget.bytes += size;
+    true
+}
+
+/// Takes the calling thread's stack, for the rare sites `offer` noted, if sampling and
+/// the budget let it: its user registers (the task's saved `pt_regs`) and the pages of its
+/// stack from the stack pointer's up, as far as they can be read.
+#[inline(never)]
+pub fn take(process: &ProcessKey) {
+    let Some(rare) = RARE_SITES.get_ptr(0) else {
+        return;
+    };
+    // SAFETY: this CPU's entry (see `RARE_SITES`).
+    let rare = unsafe { &*rare };
+    if !sampled(process.pid, rare.sites) || !within_budget() {
+        return;
+    }
+    let Some(mut entry) = STACKS.reserve::<StackSample>(0) else {
+        count(stat::RING_FULL);
+        return;
+    };
+    let sample = entry.as_mut_ptr();
+    // SAFETY: the helpers take no pointers from here; the regs pointer is BTF-typed
+    // (`struct pt_regs`), so the verifier checks each load against the kernel's type.
+    let (ip, sp, bp) = unsafe {
+        let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as *const u8;
+        let load = |offset: u32| *regs.add(offset as usize).cast::<u64>();
+        (load(pt_regs::IP), load(pt_regs::SP), load(pt_regs::BP))
+    };
+    let base = sp & !(PAGE as u64 - 1);
+    // SAFETY: `sample` points to the reserved record; every field is written before it is
+    // submitted, the stack bytes as far as `stack_len` says.
+    unsafe {
+        (*sample).kind = kind::SAMPLE;
+        (*sample).pid = process.pid;
+        (*sample).tid = bpf_get_current_pid_tgid() as u32;
+        (*sample)._pad = 0;
+        (*sample).comm = process.comm;
+        core::ptr::copy_nonoverlapping(rare, core::ptr::addr_of_mut!((*sample).rare), 1);
+        (*sample).ip = ip;
+        (*sample).sp = sp;
+        (*sample).bp = bp;
+        (*sample).stack_base = base;
+        let mut len = 0;
+        for page in 0..STACK_PAGES {
+            let read = bpf_probe_read_user(
+                core::ptr::addr_of_mut!((*sample).stack)
+                    .cast::<u8>()
+                    .add(page * PAGE)
+                    .cast::<c_void>(),
+                PAGE as u32,
+                (base + (page * PAGE) as u64) as *const c_void,
+            );
+            if read != 0 {
+                // Past the top of the stack's mapping (or a page not resident).
+                break;
+            }
+            len += PAGE as u64;
+        }
+        (*sample).stack_len = len;
+    }
+    entry.submit(0);
+    count(stat::TAKEN);
+}

@@ -1,0 +1,234 @@
+//! The user side of `auditor trace --stacks`: a thread reads the probe's ring buffer as
+//! samples come and unwinds each at once against its process's mappings, read when the
+//! process's first stack comes (again after it execs, or when a frame falls outside
+//! them), so a process that exits later is still unwound; at the end the frames are
+//! symbolized and handed over as counts per (site, stack).
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    mem::offset_of,
+    os::fd::AsFd as _,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+};
+
+use auditor_common::{
+    Counts, Site,
+    stacks::{RareSites, StackSample, kind, stat},
+};
+use aya::maps::{MapData, RingBuf};
+use framehop::x86_64::CacheX86_64;
+
+use super::{
+    Frame, symbolize,
+    unwind::{Image, Objects, Registers, read_maps},
+};
+
+/// What the samples of a session came to.
+#[derive(Debug, Default)]
+pub struct Collected {
+    /// Evaluations per (site, stack) of the calls that took a stack.
+    pub stacks: BTreeMap<(Site, Vec<Frame>), Counts>,
+    /// Samples received.
+    pub samples: u64,
+    /// Samples of processes whose mappings could not be read (gone before their first
+    /// stack was read): not unwound.
+    pub unmapped: u64,
+    /// Samples whose stack could not be copied: unwound from the registers alone.
+    pub without_stack: u64,
+    /// Records the auditor could not read (a size that matches no record kind).
+    pub malformed: u64,
+}
+
+impl Collected {
+    /// What the report says of the stacks: how they were sampled, and how many rare calls
+    /// took none, by why. `probe` holds the probe's `stacks::stat` counters.
+    pub fn note(&self, probe: &[u64; stat::COUNT as usize]) -> String {
+        let mut note = super::sampling_note();
+        note.push_str(&format!(" {} taken", probe[stat::TAKEN as usize]));
+        let mut none = Vec::new();
+        let mut why = |count: u64, why: &str| {
+            if count > 0 {
+                none.push(format!("{count} {why}"));
+            }
+        };
+        why(probe[stat::NOT_SAMPLED as usize], "let go by sampling");
+        why(probe[stat::OVER_BUDGET as usize], "over the byte cap");
+        why(
+            probe[stat::RING_FULL as usize],
+            "lost to a full ring buffer",
+        );
+        why(
+            probe[stat::NO_ROOM as usize],
+            "with no room for their sampling count",
+        );
+        why(
+            self.unmapped,
+            "of processes gone before their mappings could be read",
+        );
+        why(self.malformed, "in records the auditor could not read");
+        if !none.is_empty() {
+            note.push_str(&format!("; rare calls without one: {}", none.join(", ")));
+        }
+        if self.without_stack > 0 {
+            note.push_str(&format!(
+                "; {} whose stack could not be copied (named from the registers alone)",
+                self.without_stack
+            ));
+        }
+        note.push('.');
+        note
+    }
+}
+
+/// The reading thread, until [`Collector::finish`].
+pub struct Collector {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Collected>,
+}
+
+impl Collector {
+    /// Starts reading `ring`.
+    pub fn start(ring: RingBuf<MapData>) -> Collector {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || read(ring, &stopping));
+        Collector { stop, thread }
+    }
+
+    /// Reads what is left in the ring (call it once the probe has stopped counting) and
+    /// returns the symbolized stacks.
+    pub fn finish(self) -> Collected {
+        self.stop.store(true, Ordering::Release);
+        let mut collected = self.thread.join().unwrap_or_default();
+        let mut stacks: Vec<((Site, Vec<Frame>), Counts)> =
+            std::mem::take(&mut collected.stacks).into_iter().collect();
+        symbolize::symbolize(
+            stacks
+                .iter_mut()
+                .flat_map(|((_, frames), _)| frames.iter_mut()),
+        );
+        for (key, counts) in stacks {
+            collected.stacks.entry(key).or_default().add(&counts);
+        }
+        collected
+    }
+}
+
+/// Unwinding state across samples.
+#[derive(Default)]
+struct Unwinding {
+    images: HashMap<u32, Image>,
+    objects: Objects,
+    cache: CacheX86_64,
+    collected: Collected,
+}
+
+fn read(mut ring: RingBuf<MapData>, stop: &AtomicBool) -> Collected {
+    let mut state = Unwinding::default();
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        while let Some(record) = ring.next() {
+            state.record(&record);
+        }
+        if stopping {
+            return state.collected;
+        }
+        let mut fds = [nix::poll::PollFd::new(
+            ring.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        // Woken by the first record after the ring was read empty; the timeout only
+        // bounds how long a stop waits.
+        let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(50u16));
+    }
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    bytes
+        .get(at..at + 4)
+        .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or_default()))
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    bytes
+        .get(at..at + 8)
+        .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
+}
+
+impl Unwinding {
+    fn record(&mut self, bytes: &[u8]) {
+        match u32_at(bytes, 0) {
+            kind::EXEC => {
+                // What it had mapped is gone; its next stack reads the new mappings.
+                self.images.remove(&u32_at(bytes, 4));
+            }
+            kind::SAMPLE if bytes.len() == size_of::<StackSample>() => self.sample(bytes),
+            _ => self.collected.malformed += 1,
+        }
+    }
+
+    fn sample(&mut self, bytes: &[u8]) {
+        self.collected.samples += 1;
+        let pid = u32_at(bytes, offset_of!(StackSample, pid));
+        let rare_at = offset_of!(StackSample, rare);
+        let sites_bits = u32_at(bytes, rare_at + offset_of!(RareSites, sites));
+        let counts_at = rare_at + offset_of!(RareSites, counts);
+        let sites: Vec<(Site, Counts)> = Site::ALL
+            .into_iter()
+            .filter(|&site| sites_bits & (1 << site as u32) != 0)
+            .map(|site| {
+                let at = counts_at + site as usize * size_of::<Counts>();
+                let counts = Counts::new(
+                    u64_at(bytes, at),
+                    u64_at(bytes, at + 8),
+                    u64_at(bytes, at + 16),
+                );
+                (site, counts)
+            })
+            .collect();
+        let stack_at = offset_of!(StackSample, stack);
+        let stack_len = u64_at(bytes, offset_of!(StackSample, stack_len)) as usize;
+        if stack_len == 0 {
+            self.collected.without_stack += 1;
+        }
+        let registers = Registers {
+            ip: u64_at(bytes, offset_of!(StackSample, ip)),
+            sp: u64_at(bytes, offset_of!(StackSample, sp)),
+            bp: u64_at(bytes, offset_of!(StackSample, bp)),
+            stack_base: u64_at(bytes, offset_of!(StackSample, stack_base)),
+            stack: bytes
+                .get(stack_at..stack_at + stack_len)
+                .unwrap_or_default(),
+        };
+        let mut fresh = false;
+        if !self.images.contains_key(&pid) {
+            let Some(maps) = read_maps(pid) else {
+                self.collected.unmapped += 1;
+                return;
+            };
+            self.images.insert(pid, Image::new(maps, &mut self.objects));
+            fresh = true;
+        }
+        let mut addresses = self.images[&pid].unwind(&mut self.cache, &registers);
+        if !fresh && !self.images[&pid].covers(&addresses) {
+            // It mapped more since (dlopen): read its mappings again.
+            if let Some(maps) = read_maps(pid) {
+                self.images.insert(pid, Image::new(maps, &mut self.objects));
+                addresses = self.images[&pid].unwind(&mut self.cache, &registers);
+            }
+        }
+        let image = &self.images[&pid];
+        let frames: Vec<Frame> = addresses.iter().map(|&a| image.frame(a)).collect();
+        for (site, counts) in sites {
+            self.collected
+                .stacks
+                .entry((site, frames.clone()))
+                .or_default()
+                .add(&counts);
+        }
+    }
+}
