@@ -49,8 +49,11 @@ pub const fn sampled(seen: u64) -> bool {
 pub mod kind {
     /// A [`StackSample`].
     pub const SAMPLE: u32 = 1;
-    /// An [`ExecEvent`]: the process's mappings changed whole.
+    /// A [`MappingEvent`]: the process exec'd; what it had mapped is gone.
     pub const EXEC: u32 = 2;
+    /// A [`MappingEvent`]: the process mapped code from a file (the dynamic loader loading
+    /// a library, dlopen): the user side reads its mappings again while it runs.
+    pub const MAP_CODE: u32 = 3;
 }
 
 /// The sites a call went the rare way at, with its evaluations of each: kept per CPU
@@ -89,14 +92,17 @@ pub struct StackSample {
     pub stack: [u8; STACK_BYTES],
 }
 
-/// A traced process exec'd: what it had mapped is gone.
+/// A traced process's mappings changed.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct ExecEvent {
-    /// `kind::EXEC`.
+pub struct MappingEvent {
+    /// `kind::EXEC` or `kind::MAP_CODE`.
     pub kind: u32,
     pub pid: u32,
 }
+
+/// `PROT_EXEC` of mmap's `prot`.
+pub const PROT_EXEC: u64 = 4;
 
 /// The key of the count of rare calls seen, for sampling: per process and set of sites
 /// the calls went the rare way at (a bit per site).

@@ -10,7 +10,7 @@
 use auditor_common::{
     Counts, ProcessKey, SITE_COUNT, Site, maps,
     stacks::{
-        self, Budget, ExecEvent, PAGE, RareSites, STACK_PAGES, SampleKey, StackSample, kind,
+        self, Budget, MappingEvent, PAGE, RareSites, STACK_PAGES, SampleKey, StackSample, kind,
         pt_regs, stat,
     },
 };
@@ -23,9 +23,12 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_user,
         bpf_task_pt_regs,
     },
-    macros::map,
+    macros::{map, tracepoint},
     maps::{HashMap, PerCpuArray, RingBuf},
+    programs::TracePointContext,
 };
+
+use crate::{field, target};
 
 /// Per site, the arms that take a stack (`stacks::arms`); all 0 without `--stacks`.
 #[unsafe(no_mangle)]
@@ -108,20 +111,63 @@ pub fn offer(
     rare.set(1);
 }
 
-/// Tells the user side that `pid` exec'd, with `--stacks`.
-pub fn exec(pid: u32) {
+/// Tells the user side that `pid`'s mappings changed (`kind::EXEC`, `kind::MAP_CODE`),
+/// with `--stacks`.
+pub fn mappings_changed(kind: u32, pid: u32) {
     if global(&STACKS_ON) == 0 {
         return;
     }
-    if let Some(mut entry) = STACKS.reserve::<ExecEvent>(0) {
-        entry.write(ExecEvent {
-            kind: kind::EXEC,
-            pid,
-        });
+    if let Some(mut entry) = STACKS.reserve::<MappingEvent>(0) {
+        entry.write(MappingEvent { kind, pid });
         entry.submit(0);
     } else {
         count(stat::RING_FULL);
     }
+}
+
+// Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_mmap/format.
+const MMAP_PROT: usize = 32;
+const MMAP_FD: usize = 48;
+
+/// Threads in an mmap of code from a file, by thread id, to tell of at its exit.
+#[map]
+static MAPPING_CODE: HashMap<u32, u32> =
+    HashMap::with_max_entries(maps::THREADS_CAPACITY, BPF_F_NO_PREALLOC);
+
+/// A traced process maps code from a file: the loader loading a library, or dlopen.
+#[tracepoint(category = "syscalls", name = "sys_enter_mmap")]
+pub fn mmap_enter(ctx: TracePointContext) -> u32 {
+    if global(&STACKS_ON) == 0 {
+        return 0;
+    }
+    let code = field(&ctx, MMAP_PROT) & stacks::PROT_EXEC != 0;
+    let from_file = field(&ctx, MMAP_FD) as i32 >= 0;
+    if code
+        && from_file
+        && let Some(process) = target::current()
+    {
+        // SAFETY: a helper without arguments.
+        let tid = unsafe { bpf_get_current_pid_tgid() } as u32;
+        let _ = MAPPING_CODE.insert(tid, process.pid, 0);
+    }
+    0
+}
+
+/// ... and the mapping is there: the user side reads the process's mappings while it
+/// still runs (it may have exited by the time its stacks come).
+#[tracepoint(category = "syscalls", name = "sys_exit_mmap")]
+pub fn mmap_exit(_ctx: TracePointContext) -> u32 {
+    if global(&STACKS_ON) == 0 {
+        return 0;
+    }
+    // SAFETY: a helper without arguments.
+    let tid = unsafe { bpf_get_current_pid_tgid() } as u32;
+    // SAFETY: the value is copied out before the entry is removed.
+    if let Some(&pid) = unsafe { MAPPING_CODE.get(tid) } {
+        let _ = MAPPING_CODE.remove(tid);
+        mappings_changed(kind::MAP_CODE, pid);
+    }
+    0
 }
 
 fn count(index: u32) {

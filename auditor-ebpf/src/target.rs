@@ -216,7 +216,7 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
     }
     if let Some(process) = current() {
         note_exe(&ctx, process);
-        crate::stacks::exec(process.pid);
+        crate::stacks::mappings_changed(auditor_common::stacks::kind::EXEC, process.pid);
     }
     let offset = global(&EXEC_OLD_PID_OFFSET) as usize;
     // SAFETY: the loader read the offset of old_pid from this kernel's format file.

@@ -29,7 +29,7 @@ use crate::{
 static PROBE_ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/auditor-probe"));
 
 /// Every program of the probe and the tracepoint it attaches to.
-const PROGRAMS: [(&str, &str, &str); 51] = [
+const PROGRAMS: [(&str, &str, &str); 53] = [
     ("process_fork", "sched", "sched_process_fork"),
     ("task_rename", "task", "task_rename"),
     ("process_exec", "sched", "sched_process_exec"),
@@ -49,6 +49,9 @@ const PROGRAMS: [(&str, &str, &str); 51] = [
     ("epoll_pwait2_enter", "syscalls", "sys_enter_epoll_pwait2"),
     ("epoll_pwait2_exit", "syscalls", "sys_exit_epoll_pwait2"),
     ("close_exit", "syscalls", "sys_exit_close"),
+    // `--stacks`: a process maps code (the loader, dlopen).
+    ("mmap_enter", "syscalls", "sys_enter_mmap"),
+    ("mmap_exit", "syscalls", "sys_exit_mmap"),
     ("read_enter", "syscalls", "sys_enter_read"),
     ("write_enter", "syscalls", "sys_enter_write"),
     ("recvmsg_enter", "syscalls", "sys_enter_recvmsg"),

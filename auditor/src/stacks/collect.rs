@@ -1,11 +1,13 @@
 //! The user side of `auditor trace --stacks`: a thread reads the probe's ring buffer as
-//! samples come and unwinds each at once against its process's mappings, read when the
-//! process's first stack comes (again after it execs, or when a frame falls outside
-//! them), so a process that exits later is still unwound; at the end the frames are
-//! symbolized and handed over as counts per (site, stack).
+//! samples come and unwinds each at once against its process's mappings. They are read
+//! while the process runs: when the probe says it exec'd or mapped code (the loader
+//! loading its libraries, dlopen), when its first stack comes, and when a frame falls
+//! outside them; what was read last stays, so the stacks of a process that exited are
+//! still unwound. At the end the frames are symbolized and handed over as counts per
+//! (site, stack).
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     mem::offset_of,
     os::fd::AsFd as _,
     sync::{
@@ -121,19 +123,32 @@ impl Collector {
 /// Unwinding state across samples.
 #[derive(Default)]
 struct Unwinding {
+    /// The last mappings read of each process that has sent a stack or mapped code: kept
+    /// after it exits, to unwind the stacks that come after.
     images: HashMap<u32, Image>,
+    /// Processes whose mappings changed since they were read.
+    changed: HashSet<u32>,
+
     objects: Objects,
     cache: CacheX86_64,
     collected: Collected,
 }
 
 fn read(mut ring: RingBuf<MapData>, stop: &AtomicBool) -> Collected {
+    // Mappings are read as the probe tells of them, before a short-lived process exits:
+    // the lowest real-time priority wakes this thread at once on a CPU the traced
+    // programs keep busy. Without the privilege it runs as it is.
+    let lowest = libc::sched_param { sched_priority: 1 };
+    // SAFETY: 0 is the calling thread; the parameter is a valid struct.
+    let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &lowest) };
     let mut state = Unwinding::default();
     loop {
         let stopping = stop.load(Ordering::Acquire);
         while let Some(record) = ring.next() {
             state.record(&record);
         }
+        // Read while the processes run: a stack may come after its process exited.
+        state.read_changed();
         if stopping {
             return state.collected;
         }
@@ -160,11 +175,32 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 }
 
 impl Unwinding {
+    /// Reads `pid`'s mappings again; false (keeping what was read before) once it has
+    /// exited: a zombie's maps hold no file.
+    fn read_mappings(&mut self, pid: u32) -> bool {
+        let maps = read_maps(pid).filter(|maps| maps.iter().any(|m| m.path.starts_with('/')));
+        let Some(maps) = maps else {
+            return false;
+        };
+        self.images.insert(pid, Image::new(maps, &mut self.objects));
+        true
+    }
+
+    fn read_changed(&mut self) {
+        for pid in std::mem::take(&mut self.changed) {
+            self.read_mappings(pid);
+        }
+    }
+
     fn record(&mut self, bytes: &[u8]) {
         match u32_at(bytes, 0) {
             kind::EXEC => {
-                // What it had mapped is gone; its next stack reads the new mappings.
-                self.images.remove(&u32_at(bytes, 4));
+                let pid = u32_at(bytes, 4);
+                self.images.remove(&pid);
+                self.changed.insert(pid);
+            }
+            kind::MAP_CODE => {
+                self.changed.insert(u32_at(bytes, 4));
             }
             kind::SAMPLE if bytes.len() == size_of::<StackSample>() => self.sample(bytes),
             _ => self.collected.malformed += 1,
@@ -204,24 +240,27 @@ impl Unwinding {
                 .get(stack_at..stack_at + stack_len)
                 .unwrap_or_default(),
         };
-        let mut fresh = false;
-        if !self.images.contains_key(&pid) {
-            let Some(maps) = read_maps(pid) else {
-                self.collected.unmapped += 1;
-                return;
-            };
-            self.images.insert(pid, Image::new(maps, &mut self.objects));
-            fresh = true;
+        if self.changed.remove(&pid) || !self.images.contains_key(&pid) {
+            self.read_mappings(pid);
         }
-        let mut addresses = self.images[&pid].unwind(&mut self.cache, &registers);
-        if !fresh && !self.images[&pid].covers(&addresses) {
-            // It mapped more since (dlopen): read its mappings again.
-            if let Some(maps) = read_maps(pid) {
-                self.images.insert(pid, Image::new(maps, &mut self.objects));
-                addresses = self.images[&pid].unwind(&mut self.cache, &registers);
-            }
+        // Its instruction pointer is in a mapping the process had: else it exited before
+        // the mappings its stack is in were read.
+        let Some(image) = self
+            .images
+            .get(&pid)
+            .filter(|image| image.covers(&[registers.ip]))
+        else {
+            self.collected.unmapped += 1;
+            return;
+        };
+        let mut addresses = image.unwind(&mut self.cache, &registers);
+        if !image.covers(&addresses) && self.read_mappings(pid) {
+            // It mapped more than the auditor was told of: unwind with what it maps now.
+            addresses = self.images[&pid].unwind(&mut self.cache, &registers);
         }
-        let image = &self.images[&pid];
+        let Some(image) = self.images.get(&pid) else {
+            return;
+        };
         let frames: Vec<Frame> = addresses.iter().map(|&a| image.frame(a)).collect();
         for (site, counts) in sites {
             self.collected
