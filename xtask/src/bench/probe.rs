@@ -51,8 +51,12 @@ pub struct Options {
 }
 
 /// The workloads `probe-bench run` measures, in its order, with what each call is.
-const WORKLOADS: [(&str, &str); 6] = [
+const WORKLOADS: [(&str, &str); 7] = [
     ("poll1", "poll, 1 fd, timeout 0"),
+    (
+        "pollneg",
+        "poll, 2 fds, the first -1: a rare arm on every call",
+    ),
     ("poll1024", "poll, 1024 fds (64 of them -1), timeout 0"),
     ("openclose", "openat + close of /dev/null"),
     ("openclose2", "openat + close, 2 threads (one table)"),
@@ -66,6 +70,8 @@ enum Config {
     Untraced,
     Floor,
     Auditor,
+    /// `auditor trace --stacks`.
+    Stacks,
     Baseline,
     Untargeted,
     Bpftrace,
@@ -81,10 +87,11 @@ enum Config {
 const AUDITOR_STRACE_FLAGS: [&str; 6] = ["-Y", "-qq", "-v", "-s", "65536", "--seccomp-bpf"];
 
 impl Config {
-    const ALL: [Config; 13] = [
+    const ALL: [Config; 14] = [
         Config::Untraced,
         Config::Floor,
         Config::Auditor,
+        Config::Stacks,
         Config::Baseline,
         Config::Untargeted,
         Config::Bpftrace,
@@ -102,6 +109,7 @@ impl Config {
             Config::Untraced => "untraced",
             Config::Floor => "floor",
             Config::Auditor => "auditor",
+            Config::Stacks => "stacks",
             Config::Baseline => "baseline",
             Config::Untargeted => "untargeted",
             Config::Bpftrace => "bpftrace",
@@ -122,6 +130,7 @@ impl Config {
                 "auditor trace --empty-programs: the probe's attach points, programs pruned to a return"
             }
             Config::Auditor => "auditor trace -- bench",
+            Config::Stacks => "auditor trace --stacks -- bench",
             Config::Baseline => "the --baseline auditor: auditor trace -- bench",
             Config::Untargeted => "auditor trace --pid OTHER: the bench is not a target",
             Config::Bpftrace => "bpftrace counting the bench's syscalls (enter and exit) by probe",
@@ -172,6 +181,13 @@ impl Tools {
             Config::Untraced | Config::Untargeted => vec![],
             Config::Floor => vec![auditor, "trace".into(), "--empty-programs".into()],
             Config::Auditor => vec![auditor, "trace".into(), "--format".into(), "json".into()],
+            Config::Stacks => vec![
+                auditor,
+                "trace".into(),
+                "--stacks".into(),
+                "--format".into(),
+                "json".into(),
+            ],
             Config::Baseline => {
                 let baseline = self.baseline.as_ref().expect("configured with a baseline");
                 vec![baseline.display().to_string(), "trace".into()]
@@ -212,7 +228,11 @@ impl Tools {
         };
         if matches!(
             config,
-            Config::Floor | Config::Auditor | Config::Baseline | Config::AuditorStrace
+            Config::Floor
+                | Config::Auditor
+                | Config::Stacks
+                | Config::Baseline
+                | Config::AuditorStrace
         ) {
             line.extend(["-o".into(), report]);
         }
@@ -497,6 +517,10 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     };
     let mut prefixes: Vec<(&str, Vec<String>)> = vec![
         ("auditor trace", session(&tools.auditor, &["trace"])),
+        (
+            "auditor trace --stacks",
+            session(&tools.auditor, &["trace", "--stacks"]),
+        ),
         (
             "auditor trace --empty-programs",
             session(&tools.auditor, &["trace", "--empty-programs"]),

@@ -252,8 +252,9 @@ fn main() {
             let seconds: f64 = value("--seconds").parse().unwrap_or_else(|_| usage());
             pin(cpu);
             type Workload = (&'static str, Box<dyn Fn() -> Figures>);
-            let workloads: [Workload; 6] = [
+            let workloads: [Workload; 7] = [
                 ("poll1", Box::new(move || poll_entries(seconds, 1, 64))),
+                ("pollneg", Box::new(move || poll_entries(seconds, 2, 64))),
                 (
                     "poll1024",
                     Box::new(move || poll_entries(seconds, POLL_ENTRIES, 8)),
