@@ -390,7 +390,7 @@ impl Probe {
     /// Stops counting at once (every program returns at its first test from here on, so
     /// the counts are final) and detaches every program. Closing a tracepoint's link waits
     /// out an RCU grace period in the kernel, one link after another under the kernel's
-    /// event mutex (~40 ms each, 2 s for 51): a helper process that holds the links does
+    /// event mutex (~40 ms each, 2 s for 53): a helper process that holds the links does
     /// that after this returns, so no one waits for it.
     pub fn detach(&mut self) -> Result<(), Error> {
         let mut stopped: Array<_, u32> = Array::try_from(
