@@ -130,6 +130,7 @@ fn take_pending() -> Option<Pending> {
 fn forget_thread(tid: u32) {
     let _ = PENDING.remove(tid);
     alloc::forget_thread(tid);
+    stacks::forget_thread(tid);
 }
 
 /// Reads the syscall argument or return value at `offset` of a `syscalls:*` record: a

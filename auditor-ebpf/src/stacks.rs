@@ -153,6 +153,13 @@ pub fn mmap_enter(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// Forgets an exiting thread's mmap in flight, with `--stacks`.
+pub fn forget_thread(tid: u32) {
+    if global(&STACKS_ON) != 0 {
+        let _ = MAPPING_CODE.remove(tid);
+    }
+}
+
 /// ... and the mapping is there: the user side reads the process's mappings while it
 /// still runs (it may have exited by the time its stacks come).
 #[tracepoint(category = "syscalls", name = "sys_exit_mmap")]
