@@ -427,7 +427,7 @@ pub mod globals {
     /// [u32; SITE_COUNT]: per site, the `stacks::arms` that take a stack (`--stacks`);
     /// all 0 without it.
     pub const STACK_ARMS: &str = "STACK_ARMS";
-    /// u32: 1 with `--stacks` (execs are then reported to the user side).
+    /// u32: 1 with `--stacks` (execs and mappings of code are then told to the user side).
     pub const STACKS_ON: &str = "STACKS_ON";
 }
 
@@ -483,11 +483,11 @@ pub mod maps {
     pub const THREADS_CAPACITY: u32 = 65_536;
     /// Entries of `TRACED`: processes followed at once.
     pub const TRACED_CAPACITY: u32 = 65_536;
-    /// The ring buffer of `stacks::StackSample`s and `stacks::ExecEvent`s.
+    /// The ring buffer of `stacks::StackSample`s and `stacks::MappingEvent`s.
     pub const STACKS: &str = "STACKS";
     /// Per-CPU u64 counters, indexed by `stacks::stat`.
     pub const STACK_STATS: &str = "STACK_STATS";
-    /// Entries of the probe's (process, site) sampling counts.
+    /// Entries of the probe's sampling counts (per process and set of rare sites).
     pub const SAMPLED_CAPACITY: u32 = 65_536;
     /// Entries of `COMMS`: names given with `--comm` and `--thread-comm` together.
     pub const COMMS_CAPACITY: u32 = 64;

@@ -123,7 +123,7 @@ pub mod stat {
     pub const OVER_BUDGET: u32 = 2;
     /// Rare calls that found the ring buffer full (the user side fell behind).
     pub const RING_FULL: u32 = 3;
-    /// Rare calls with no room to keep their (process, site)'s sampling count.
+    /// Rare calls with no room to keep their sampling count.
     pub const NO_ROOM: u32 = 4;
     pub const COUNT: u32 = 5;
 }

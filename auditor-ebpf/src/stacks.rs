@@ -2,10 +2,11 @@
 //! the user side, which unwinds it with DWARF call-frame information (Debian's code has
 //! no frame pointers to walk here) and symbolizes it.
 //!
-//! The common path pays one test of a read-only global, which the verifier prunes away
-//! without `--stacks`. A rare call is sampled per (process, site) (`stacks::sampled`) and
-//! within a per-CPU byte budget per second; every call that takes no stack is counted by
-//! why, so the report can say how many of the rare calls it has stacks of.
+//! Without `--stacks` the verifier prunes all of it (read-only globals). With it, each
+//! recorded site's counts are noted in per-CPU memory and tested there; a call that went a
+//! rare way is sampled per process and set of rare sites (`stacks::sampled`) and within a
+//! per-CPU byte budget per second; every rare call that takes no stack is counted by why,
+//! so the report can say how many of the rare calls it has stacks of.
 
 use auditor_common::{
     Counts, ProcessKey, SITE_COUNT, Site, maps,
@@ -28,7 +29,10 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{field, target};
+use crate::{
+    field,
+    target::{self, global},
+};
 
 /// Per site, the arms that take a stack (`stacks::arms`); all 0 without `--stacks`.
 #[unsafe(no_mangle)]
@@ -44,7 +48,7 @@ static STACKS: RingBuf = RingBuf::with_byte_size(stacks::RING_BYTES, 0);
 #[map]
 static STACK_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
 
-/// Rare calls seen per (process, site), for sampling. Updated without atomics: two threads
+/// Rare calls seen per process and set of rare sites, for sampling. Updated without atomics: two threads
 /// of a process racing may sample one call more or less, never miscount (what is counted
 /// is in `COUNTS`; what was sampled is what arrives).
 #[map]
@@ -53,12 +57,6 @@ static SAMPLED: HashMap<SampleKey, u64> =
 
 #[map]
 static BUDGET: PerCpuArray<Budget> = PerCpuArray::with_max_entries(1, 0);
-
-fn global(value: &u32) -> u32 {
-    // SAFETY: a valid, aligned static the loader patched before load; volatile so the zero
-    // it was built with is not folded in.
-    unsafe { core::ptr::read_volatile(value) }
-}
 
 /// The rare sites of the call being counted on this CPU (programs attached through perf
 /// run with preemption off, so a call's sites are never mixed with another's).

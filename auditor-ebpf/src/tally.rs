@@ -92,12 +92,22 @@ impl Row {
         }
     }
 
-    /// Adds one evaluation of `site` (nothing if it was not reached).
+    /// Adds one evaluation of `site` (nothing if it was not reached): one increment, and
+    /// its counts built only to offer them a stack.
     #[inline(always)]
     pub fn record_one(&self, site: Site, evaluation: Evaluation) {
-        let mut counts = Counts::ZERO;
-        counts.record(evaluation, 1);
-        self.record(site, &counts);
+        if let Some(slot) = self.site(site) {
+            // SAFETY: as in `record`.
+            unsafe { (*slot).record(evaluation, 1) };
+            if !self.rare_sites.is_null() {
+                let mut counts = Counts::ZERO;
+                counts.record(evaluation, 1);
+                // SAFETY: as in `record`.
+                stacks::offer(self.rare_sites, &self.rare, site, &counts, unsafe {
+                    &*slot
+                });
+            }
+        }
     }
 }
 

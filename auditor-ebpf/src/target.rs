@@ -74,7 +74,7 @@ pub fn stopped() -> bool {
 static COMMS: HashMap<[u8; COMM_LEN], u32> = HashMap::with_max_entries(maps::COMMS_CAPACITY, 0);
 
 /// Reads a load-time global; volatile so the compiler cannot fold the zero it was built with.
-fn global(value: &u32) -> u32 {
+pub fn global(value: &u32) -> u32 {
     // SAFETY: a valid, aligned static that the loader patched before load.
     unsafe { core::ptr::read_volatile(value) }
 }

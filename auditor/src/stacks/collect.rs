@@ -1,14 +1,12 @@
 //! The user side of `auditor trace --stacks`: a thread reads the probe's ring buffer as
 //! samples come and unwinds each at once against its process's mappings. They are read
-//! while the process runs: when the probe says it exec'd or mapped code (the loader
-//! loading its libraries, dlopen), when its first stack comes, and when a frame falls
-//! outside them; what was read last stays, so the stacks of a process that exited are
-//! still unwound. At the end the frames are symbolized and handed over as counts per
+//! while the process runs: when the probe says it exec'd or mapped code from a file (the
+//! loader loading its libraries, dlopen) and when its first stack comes; what was read
+//! last stays, so the stacks of a process that exited are still unwound. At the end the frames are symbolized and handed over as counts per
 //! (site, stack).
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
-    mem::offset_of,
     os::fd::AsFd as _,
     sync::{
         Arc,
@@ -19,7 +17,7 @@ use std::{
 
 use auditor_common::{
     Counts, Site,
-    stacks::{RareSites, StackSample, kind, stat},
+    stacks::{MappingEvent, StackSample, kind, stat},
 };
 use aya::maps::{MapData, RingBuf};
 use framehop::x86_64::CacheX86_64;
@@ -162,16 +160,11 @@ fn read(mut ring: RingBuf<MapData>, stop: &AtomicBool) -> Collected {
     }
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    bytes
-        .get(at..at + 4)
-        .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or_default()))
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    bytes
-        .get(at..at + 8)
-        .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
+/// A record of the probe's as `T`, if it has `T`'s size.
+fn record_as<T: Copy>(bytes: &[u8]) -> Option<T> {
+    // SAFETY: `T` is one of the probe's #[repr(C)] records of integers and byte arrays,
+    // valid for every bit pattern, and `bytes` holds exactly one.
+    (bytes.len() == size_of::<T>()).then(|| unsafe { bytes.as_ptr().cast::<T>().read_unaligned() })
 }
 
 impl Unwinding {
@@ -193,52 +186,38 @@ impl Unwinding {
     }
 
     fn record(&mut self, bytes: &[u8]) {
-        match u32_at(bytes, 0) {
-            kind::EXEC => {
-                let pid = u32_at(bytes, 4);
-                self.images.remove(&pid);
-                self.changed.insert(pid);
+        let kind = bytes.first_chunk().map(|k| u32::from_ne_bytes(*k));
+        match (kind, record_as::<MappingEvent>(bytes)) {
+            (Some(kind::EXEC), Some(exec)) => {
+                self.images.remove(&exec.pid);
+                self.changed.insert(exec.pid);
             }
-            kind::MAP_CODE => {
-                self.changed.insert(u32_at(bytes, 4));
+            (Some(kind::MAP_CODE), Some(mapped)) => {
+                self.changed.insert(mapped.pid);
             }
-            kind::SAMPLE if bytes.len() == size_of::<StackSample>() => self.sample(bytes),
-            _ => self.collected.malformed += 1,
+            _ => match record_as::<StackSample>(bytes) {
+                Some(sample) if sample.kind == kind::SAMPLE => self.sample(&sample),
+                _ => self.collected.malformed += 1,
+            },
         }
     }
 
-    fn sample(&mut self, bytes: &[u8]) {
+    fn sample(&mut self, sample: &StackSample) {
         self.collected.samples += 1;
-        let pid = u32_at(bytes, offset_of!(StackSample, pid));
-        let rare_at = offset_of!(StackSample, rare);
-        let sites_bits = u32_at(bytes, rare_at + offset_of!(RareSites, sites));
-        let counts_at = rare_at + offset_of!(RareSites, counts);
-        let sites: Vec<(Site, Counts)> = Site::ALL
+        let pid = sample.pid;
+        let sites = Site::ALL
             .into_iter()
-            .filter(|&site| sites_bits & (1 << site as u32) != 0)
-            .map(|site| {
-                let at = counts_at + site as usize * size_of::<Counts>();
-                let counts = Counts::new(
-                    u64_at(bytes, at),
-                    u64_at(bytes, at + 8),
-                    u64_at(bytes, at + 16),
-                );
-                (site, counts)
-            })
-            .collect();
-        let stack_at = offset_of!(StackSample, stack);
-        let stack_len = u64_at(bytes, offset_of!(StackSample, stack_len)) as usize;
+            .filter(|&site| sample.rare.sites & (1 << site as u32) != 0);
+        let stack_len = (sample.stack_len as usize).min(sample.stack.len());
         if stack_len == 0 {
             self.collected.without_stack += 1;
         }
         let registers = Registers {
-            ip: u64_at(bytes, offset_of!(StackSample, ip)),
-            sp: u64_at(bytes, offset_of!(StackSample, sp)),
-            bp: u64_at(bytes, offset_of!(StackSample, bp)),
-            stack_base: u64_at(bytes, offset_of!(StackSample, stack_base)),
-            stack: bytes
-                .get(stack_at..stack_at + stack_len)
-                .unwrap_or_default(),
+            ip: sample.ip,
+            sp: sample.sp,
+            bp: sample.bp,
+            stack_base: sample.stack_base,
+            stack: &sample.stack[..stack_len],
         };
         if self.changed.remove(&pid) || !self.images.contains_key(&pid) {
             self.read_mappings(pid);
@@ -248,26 +227,19 @@ impl Unwinding {
         let Some(image) = self
             .images
             .get(&pid)
-            .filter(|image| image.covers(&[registers.ip]))
+            .filter(|image| image.covers(registers.ip))
         else {
             self.collected.unmapped += 1;
             return;
         };
-        let mut addresses = image.unwind(&mut self.cache, &registers);
-        if !image.covers(&addresses) && self.read_mappings(pid) {
-            // It mapped more than the auditor was told of: unwind with what it maps now.
-            addresses = self.images[&pid].unwind(&mut self.cache, &registers);
-        }
-        let Some(image) = self.images.get(&pid) else {
-            return;
-        };
+        let addresses = image.unwind(&mut self.cache, &registers);
         let frames: Vec<Frame> = addresses.iter().map(|&a| image.frame(a)).collect();
-        for (site, counts) in sites {
+        for site in sites {
             self.collected
                 .stacks
                 .entry((site, frames.clone()))
                 .or_default()
-                .add(&counts);
+                .add(&sample.rare.counts[site as usize]);
         }
     }
 }

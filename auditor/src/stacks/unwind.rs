@@ -1,7 +1,7 @@
-//! Unwinding a copied user stack: the process's mappings (`/proc/PID/maps`, read when its
-//! first stack arrives, again after it execs or when a frame falls outside them), the
-//! call-frame information of each mapped object (`.eh_frame`, `.debug_frame`), and
-//! framehop walking the copy from the registers the probe saved.
+//! Unwinding a copied user stack: the process's mappings (`/proc/PID/maps`, read when
+//! [`super::collect`] says), the call-frame information of each mapped object
+//! (`.eh_frame`, `.debug_frame`), and framehop walking the copy from the registers the
+//! probe saved.
 
 use std::{collections::HashMap, ops::Deref, sync::Arc};
 
@@ -226,10 +226,9 @@ impl Image {
             .find(|m| (m.start..m.end).contains(&address))
     }
 
-    /// Whether every address lies in a mapping the image knows (else the process mapped
-    /// more since, and the image is stale).
-    pub fn covers(&self, addresses: &[u64]) -> bool {
-        addresses.iter().all(|&a| self.mapping(a).is_some())
+    /// Whether `address` lies in a mapping the image knows.
+    pub fn covers(&self, address: u64) -> bool {
+        self.mapping(address).is_some()
     }
 
     /// The stack's code addresses, innermost first: the instruction pointer, then each
