@@ -1,7 +1,38 @@
 //! The epoll_wait family (fs/eventpoll.c): the argument checks of `do_epoll_wait` and the
-//! zero-timeout branch of `ep_poll`.
+//! zero-timeout branch of `ep_poll`, and [`epoll_wait`], the walk through them.
 
-use crate::{Evaluation, errno, prelude::Prelude};
+use crate::{
+    Evaluation,
+    catalogue::{Recorder, branch, unlikely},
+    errno,
+    prelude::{Prelude, Timeout},
+};
+
+/// One epoll_wait, epoll_pwait or epoll_pwait2 call as observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpollWaitCall {
+    pub maxevents: i32,
+    /// The user address of the events buffer.
+    pub events: u64,
+    /// epoll_pwait2's timeout and the sigmask checks.
+    pub prelude: Prelude,
+    pub timeout: Timeout,
+    pub ret: i64,
+}
+
+/// `do_epoll_wait` → `ep_poll` for one call.
+pub fn epoll_wait<R: Recorder>(recorder: &mut R, call: &EpollWaitCall) {
+    let bad_args = unlikely!(
+        recorder,
+        EpollBadArgs,
+        bad_args_evaluation(call.maxevents, call.events, call.prelude, call.ret)
+    );
+    branch!(
+        recorder,
+        EpollZeroTimeout,
+        zero_timeout_evaluation(bad_args, call.timeout.is_zero())
+    );
+}
 
 /// `EP_MAX_EVENTS` on x86_64: `INT_MAX / sizeof(struct epoll_event)` (12 bytes, packed).
 pub const EP_MAX_EVENTS: i32 = i32::MAX / 12;
@@ -57,7 +88,24 @@ pub const fn zero_timeout_evaluation(bad_args: Evaluation, zero: Option<bool>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::errno::*;
+    use crate::{Counts, Site, catalogue::Counters, errno::*};
+
+    #[test]
+    fn refused_calls_never_reach_ep_poll() {
+        let mut counters = Counters::default();
+        let call = |maxevents, ret| EpollWaitCall {
+            maxevents,
+            events: 0x7f00_0000_0000,
+            prelude: Prelude::Passes,
+            timeout: Timeout::Zero,
+            ret,
+        };
+        epoll_wait(&mut counters, &call(0, -EINVAL));
+        epoll_wait(&mut counters, &call(8, -EBADF));
+        epoll_wait(&mut counters, &call(8, 0));
+        assert_eq!(counters.get(Site::EpollBadArgs), Counts::new(2, 1, 0));
+        assert_eq!(counters.get(Site::EpollZeroTimeout), Counts::new(1, 0, 0));
+    }
 
     #[test]
     fn maxevents_boundaries() {

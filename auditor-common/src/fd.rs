@@ -1,7 +1,12 @@
 //! fd allocation and lookup (fs/file.c): the branches of `alloc_fd`, `find_next_fd` and
-//! `__fget_light`, as predicates over the task's fd table.
+//! `__fget_light`, as predicates over the task's fd table, and the walk `alloc_fd` makes
+//! through them, from the table an allocation starts with and the fd it returned.
 
-use crate::{Counts, Evaluation, errno};
+use crate::{
+    Evaluation, Reached,
+    catalogue::{Recorder, branch, likely, unlikely},
+    errno,
+};
 
 /// Fds per word of the open-fd bitmap.
 pub const BITS_PER_LONG: u32 = 64;
@@ -34,23 +39,40 @@ pub const fn table_shared(files_count: u32) -> bool {
     files_count > 1
 }
 
-/// The syscalls whose `alloc_fd` calls the probe follows.
-pub const ALLOCATING: [crate::Syscall; 14] = [
-    crate::Syscall::Open,
-    crate::Syscall::Openat,
-    crate::Syscall::Openat2,
-    crate::Syscall::Creat,
-    crate::Syscall::Dup,
-    crate::Syscall::Fcntl,
-    crate::Syscall::Eventfd2,
-    crate::Syscall::EpollCreate1,
-    crate::Syscall::Socket,
-    crate::Syscall::Accept,
-    crate::Syscall::Accept4,
-    crate::Syscall::Pipe,
-    crate::Syscall::Pipe2,
-    crate::Syscall::Socketpair,
-];
+/// What the model may ask of the calling task's state, when the observer can read it.
+pub trait TaskState {
+    /// `files->count > 1`: other tasks share the fd table (None: unknown).
+    fn table_shared(&self) -> Option<bool>;
+}
+
+/// An observer that reads no task state (a log).
+pub struct Unseen;
+
+impl TaskState for Unseen {
+    fn table_shared(&self) -> Option<bool> {
+        None
+    }
+}
+
+/// `__fget_light` for `lookups` fd lookups, made if `reached`: only reached lookups
+/// depend on the table, so only they read it.
+pub fn fget<R: Recorder>(recorder: &mut R, lookups: u64, reached: Reached, task: &impl TaskState) {
+    if lookups == 0 {
+        return;
+    }
+    let shared = match reached {
+        Reached::Yes => task.table_shared(),
+        Reached::No | Reached::Unknown => None,
+    };
+    unlikely!(recorder, FgetTableShared, reached.evaluate(shared), lookups);
+}
+
+/// `expand_fdtable` → `alloc_fdtable(fd + 1)`: the table grows to the smallest power of
+/// two above `fd`, at most `sysctl_nr_open`.
+pub const fn grown_max_fds(fd: u32, nr_open: u32) -> u32 {
+    let grown = (fd + 1).next_power_of_two();
+    if grown > nr_open { nr_open } else { grown }
+}
 
 /// The fd table as an `alloc_fd` call finds it.
 #[repr(C)]
@@ -207,17 +229,18 @@ const fn word_before(from: u32, found: u32) -> u64 {
 }
 
 /// Both allocations of a call that allocates two fds, which it found to be `first` and
-/// `second`: the second starts where the first left `next_fd` (first + 1), on a table
-/// that may have grown, and the fds it passed over were open.
-pub fn pair_evaluations(table: &AllocStart, first: u32, second: u32) -> AllocCounts {
-    let mut counts = alloc_evaluations(table, AllocOutcome::Reached(AllocResult::Fd(first)));
+/// `second` (None: the table or the fds could not be read, though both ran or may have):
+/// the second starts where the first left `next_fd` (first + 1), on a table that may have
+/// grown, and the fds it passed over were open.
+pub fn pair<R: Recorder>(recorder: &mut R, table: Option<&AllocStart>, fds: Option<[u32; 2]>) {
+    let (Some(table), Some([first, second])) = (table, fds) else {
+        allocation(recorder, None, AllocOutcome::Maybe);
+        allocation(recorder, None, AllocOutcome::Maybe);
+        return;
+    };
+    alloc_fd(recorder, table, AllocResult::Fd(first));
     let max_fds = if first >= table.max_fds {
-        let grown = (first + 1).next_power_of_two();
-        if grown > table.nr_open {
-            table.nr_open
-        } else {
-            grown
-        }
+        grown_max_fds(first, table.nr_open)
     } else {
         table.max_fds
     };
@@ -230,36 +253,7 @@ pub fn pair_evaluations(table: &AllocStart, first: u32, second: u32) -> AllocCou
         word: word_before(next_fd, second),
         end: table.end,
     };
-    let second_counts = alloc_evaluations(&then, AllocOutcome::Reached(AllocResult::Fd(second)));
-    counts.below_max.add(&second_counts.below_max);
-    counts.fast_path.add(&second_counts.fast_path);
-    counts.table_full.add(&second_counts.table_full);
-    counts.emfile.add(&second_counts.emfile);
-    counts
-}
-
-/// The four branch sites of one `alloc_fd` call.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AllocCounts {
-    pub below_max: Counts,
-    pub fast_path: Counts,
-    pub table_full: Counts,
-    pub emfile: Counts,
-}
-
-impl AllocCounts {
-    /// Every branch from the first: whether any ran is unknown.
-    fn all_undecided(&mut self) {
-        self.below_max.record(Evaluation::Undecided, 1);
-        self.fast_path.record(Evaluation::Undecided, 1);
-        self.later_undecided();
-    }
-
-    /// The branches after the search: which fd it found is unknown.
-    fn later_undecided(&mut self) {
-        self.emfile.record(Evaluation::Undecided, 1);
-        self.table_full.record(Evaluation::Undecided, 1);
-    }
+    alloc_fd(recorder, &then, AllocResult::Fd(second));
 }
 
 /// The first free fd at or after `from` in `word` (the word's own fds only).
@@ -272,18 +266,36 @@ const fn free_in_word(word: u64, from: u32) -> Option<u32> {
     }
 }
 
-/// The branches `alloc_fd` evaluates for one call, from the table it started with and how
-/// it ended. Each pass of its `repeat` loop (after the table grew) evaluates them again.
-pub fn alloc_evaluations(table: &AllocStart, outcome: AllocOutcome) -> AllocCounts {
-    let mut counts = AllocCounts::default();
-    let result = match outcome {
-        AllocOutcome::NotReached => return counts,
-        AllocOutcome::Maybe => {
-            counts.all_undecided();
-            return counts;
+/// One allocation of a syscall, as far as the observer knows whether it ran (`outcome`)
+/// and the table it started with (None: not read).
+pub fn allocation<R: Recorder>(
+    recorder: &mut R,
+    table: Option<&AllocStart>,
+    outcome: AllocOutcome,
+) {
+    match (outcome, table) {
+        (AllocOutcome::NotReached, _) => {}
+        (AllocOutcome::Reached(result), Some(table)) => alloc_fd(recorder, table, result),
+        // It ran, or may have, on a table the observer could not read: every branch from
+        // the first may have run, directions unknown.
+        (AllocOutcome::Maybe, _) | (AllocOutcome::Reached(_), None) => {
+            likely!(recorder, FdBelowMax, Evaluation::Undecided);
+            branch!(recorder, FdFastPath, Evaluation::Undecided);
+            later_undecided(recorder);
         }
-        AllocOutcome::Reached(result) => result,
-    };
+    }
+}
+
+/// The branches after the search, when which fd it found is unknown.
+fn later_undecided<R: Recorder>(recorder: &mut R) {
+    unlikely!(recorder, FdEmfile, Evaluation::Undecided);
+    unlikely!(recorder, FdTableFull, Evaluation::Undecided);
+}
+
+/// `alloc_fd(start, end)` from the table it started with, which returned `result`. Each
+/// pass of its `repeat` loop (after the table grew) evaluates the branches again.
+pub fn alloc_fd<R: Recorder>(recorder: &mut R, table: &AllocStart, result: AllocResult) {
+    // fd = max(start, files->next_fd).
     let fd0 = if table.start > table.next_fd {
         table.start
     } else {
@@ -292,12 +304,19 @@ pub fn alloc_evaluations(table: &AllocStart, outcome: AllocOutcome) -> AllocCoun
     let (mut max_fds, mut word) = (table.max_fds, table.word);
     // Two passes at most: a grown table always has room at fd0.
     for _ in 0..2 {
-        let below = below_max(fd0, max_fds);
-        counts.below_max.record(Evaluation::from_taken(below), 1);
-        let found = if below {
-            let fast = fast_path(word, fd0);
-            counts.fast_path.record(Evaluation::from_taken(fast), 1);
-            if fast {
+        let below = likely!(
+            recorder,
+            FdBelowMax,
+            Evaluation::from_taken(below_max(fd0, max_fds))
+        );
+        let found = if below == Evaluation::Taken {
+            // find_next_fd(fdt, fd0).
+            let fast = branch!(
+                recorder,
+                FdFastPath,
+                Evaluation::from_taken(fast_path(word, fd0))
+            );
+            if fast == Evaluation::Taken {
                 free_in_word(word, fd0)
             } else {
                 // The search beyond fd0's word: the fd the call returned, or the end of
@@ -312,30 +331,32 @@ pub fn alloc_evaluations(table: &AllocStart, outcome: AllocOutcome) -> AllocCoun
             Some(fd0)
         };
         let Some(found) = found else {
-            counts.later_undecided();
-            return counts;
+            later_undecided(recorder);
+            return;
         };
-        let over = emfile(found, table.end);
-        counts.emfile.record(Evaluation::from_taken(over), 1);
-        if over {
-            return counts;
+        let over = unlikely!(
+            recorder,
+            FdEmfile,
+            Evaluation::from_taken(emfile(found, table.end))
+        );
+        if over == Evaluation::Taken {
+            return;
         }
-        let full = table_full(found, max_fds);
-        counts.table_full.record(Evaluation::from_taken(full), 1);
-        if !full || found >= table.nr_open {
-            return counts;
+        let full = unlikely!(
+            recorder,
+            FdTableFull,
+            Evaluation::from_taken(table_full(found, max_fds))
+        );
+        // expand_files: EMFILE past sysctl_nr_open, else a larger table; repeat.
+        if full == Evaluation::NotTaken || found >= table.nr_open {
+            return;
         }
-        // expand_files: a table of the smallest power of two above found; fds past the
-        // old table are free.
+        // Fds past the old table are free.
         if fd0 >= max_fds {
             word = 0;
         }
-        max_fds = (found + 1).next_power_of_two();
-        if max_fds > table.nr_open {
-            max_fds = table.nr_open;
-        }
+        max_fds = grown_max_fds(found, table.nr_open);
     }
-    counts
 }
 
 #[cfg(test)]
@@ -354,6 +375,40 @@ mod tests {
         assert!(!emfile(1023, 1024));
         assert!(!table_shared(1));
         assert!(table_shared(2));
+    }
+
+    use crate::{Counts, Site, catalogue::Counters};
+
+    /// The four sites of allocations, as the model recorded them.
+    #[derive(Debug, Default, PartialEq, Eq)]
+    struct AllocCounts {
+        below_max: Counts,
+        fast_path: Counts,
+        table_full: Counts,
+        emfile: Counts,
+    }
+
+    impl AllocCounts {
+        fn of(counters: &Counters) -> AllocCounts {
+            AllocCounts {
+                below_max: counters.get(Site::FdBelowMax),
+                fast_path: counters.get(Site::FdFastPath),
+                table_full: counters.get(Site::FdTableFull),
+                emfile: counters.get(Site::FdEmfile),
+            }
+        }
+    }
+
+    fn alloc_evaluations(table: &AllocStart, outcome: AllocOutcome) -> AllocCounts {
+        let mut counters = Counters::default();
+        allocation(&mut counters, Some(table), outcome);
+        AllocCounts::of(&counters)
+    }
+
+    fn pair_evaluations(table: &AllocStart, first: u32, second: u32) -> AllocCounts {
+        let mut counters = Counters::default();
+        pair(&mut counters, Some(table), Some([first, second]));
+        AllocCounts::of(&counters)
     }
 
     fn start(next_fd: u32, max_fds: u32, word: u64) -> AllocStart {
@@ -426,6 +481,16 @@ mod tests {
             alloc_evaluations(&limited, AllocOutcome::Maybe).below_max,
             Counts::new(0, 0, 1)
         );
+        let mut counters = Counters::default();
+        allocation(
+            &mut counters,
+            None,
+            AllocOutcome::Reached(AllocResult::Fd(3)),
+        );
+        assert_eq!(AllocCounts::of(&counters).emfile, Counts::new(0, 0, 1));
+        let mut counters = Counters::default();
+        pair(&mut counters, Some(&limited), None);
+        assert_eq!(AllocCounts::of(&counters).fast_path, Counts::new(0, 0, 2));
     }
 
     #[test]

@@ -1,18 +1,28 @@
-//! What the probe and the user side must agree on: the branch sites, the predicates that
-//! decide them, and the `#[repr(C)]` records the probe's maps hold.
+//! What the probe and the user side must agree on: the catalogue of branch sites, the
+//! syscall table, the model of the kernel path that decides each site (predicates, and the
+//! order the kernel evaluates them in), and the `#[repr(C)]` records the probe's maps hold.
 //!
-//! Every branch predicate lives here once. The probe calls it on what it reads in the
-//! kernel; the user side calls it on what strace printed or what a test expects. They cannot
-//! disagree about what a branch means.
+//! The model lives here once. The probe runs it on what it reads in the kernel; the strace
+//! source runs it on what strace printed. They cannot disagree about what a branch means
+//! or when the kernel gets to it.
 #![no_std]
 
+#[cfg(feature = "user")]
+extern crate alloc;
+
+pub mod catalogue;
 pub mod close;
+pub mod dup;
 pub mod epoll;
 pub mod fd;
 pub mod poll;
 pub mod prelude;
 pub mod select;
 pub mod stacks;
+pub mod syscalls;
+
+pub use catalogue::{SITE_COUNT, Site};
+pub use syscalls::{SYSCALL_COUNT, Syscall};
 
 /// Length of a task's command name, as in the kernel (`TASK_COMM_LEN`).
 pub const COMM_LEN: usize = 16;
@@ -35,68 +45,6 @@ pub mod errno {
     pub const ERESTARTNOINTR: i64 = 513;
     pub const ERESTARTNOHAND: i64 = 514;
     pub const ERESTART_RESTARTBLOCK: i64 = 516;
-}
-
-/// A catalogued kernel branch. The discriminant indexes the probe's per-site arrays, so
-/// values are dense and stable; the readiness core declares what each one is.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Site {
-    SelectNNegative = 0,
-    SelectNClamped = 1,
-    SelectBitmapsOnHeap = 2,
-    SelectFdNotOpen = 3,
-    SelectZeroTimeout = 4,
-    SelectWordEmpty = 5,
-    PollNfdsOverRlimit = 6,
-    PollEntriesOnHeap = 7,
-    PollZeroTimeout = 8,
-    PollFdNegative = 9,
-    PollFdNotOpen = 10,
-    EpollBadArgs = 11,
-    EpollZeroTimeout = 12,
-    FdBelowMax = 13,
-    FdFastPath = 14,
-    FdTableFull = 15,
-    FdEmfile = 16,
-    CloseOk = 17,
-    FgetTableShared = 18,
-}
-
-/// Number of catalogued sites (the length of the probe's per-site arrays).
-pub const SITE_COUNT: usize = 19;
-
-impl Site {
-    /// Every site, in catalogue order.
-    pub const ALL: [Site; SITE_COUNT] = [
-        Site::SelectNNegative,
-        Site::SelectNClamped,
-        Site::SelectBitmapsOnHeap,
-        Site::SelectFdNotOpen,
-        Site::SelectZeroTimeout,
-        Site::SelectWordEmpty,
-        Site::PollNfdsOverRlimit,
-        Site::PollEntriesOnHeap,
-        Site::PollZeroTimeout,
-        Site::PollFdNegative,
-        Site::PollFdNotOpen,
-        Site::EpollBadArgs,
-        Site::EpollZeroTimeout,
-        Site::FdBelowMax,
-        Site::FdFastPath,
-        Site::FdTableFull,
-        Site::FdEmfile,
-        Site::CloseOk,
-        Site::FgetTableShared,
-    ];
-
-    pub const fn from_u32(value: u32) -> Option<Site> {
-        if (value as usize) < SITE_COUNT {
-            Some(Site::ALL[value as usize])
-        } else {
-            None
-        }
-    }
 }
 
 /// Whether the kernel got to a branch, as far as the observer can tell.
@@ -137,6 +85,11 @@ pub const fn scan_reached(ret: i64) -> Reached {
         Reached::No
     }
 }
+
+/// The return value the model is given for a call the observer could not follow to its
+/// exit (with a prelude of `Prelude::Unknown`): EFAULT, which each entry point may return
+/// before or after any of its branches, so every branch the call may reach is undecided.
+pub const UNFOLLOWED_RETURN: i64 = -errno::EFAULT;
 
 /// How one evaluation of a branch went, as far as the observer can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +136,13 @@ impl Counts {
             not_taken,
             unreadable,
         }
+    }
+
+    /// `n` evaluations that went as `evaluation` says.
+    pub fn of(evaluation: Evaluation, n: u64) -> Counts {
+        let mut counts = Counts::ZERO;
+        counts.record(evaluation, n);
+        counts
     }
 
     /// Adds `n` evaluations that went as `evaluation` says.
@@ -241,146 +201,6 @@ pub mod traced {
     /// The name is not known yet (a pid the loader entered): the probe reads it.
     pub const UNNAMED: u32 = 4;
 }
-
-/// The syscalls the probe follows; indexes its per-syscall call counters.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Syscall {
-    Select = 0,
-    Pselect6 = 1,
-    Poll = 2,
-    Ppoll = 3,
-    EpollWait = 4,
-    EpollPwait = 5,
-    EpollPwait2 = 6,
-    Close = 7,
-    Read = 8,
-    Write = 9,
-    Recvmsg = 10,
-    Sendmsg = 11,
-    Open = 12,
-    Openat = 13,
-    Openat2 = 14,
-    Creat = 15,
-    Dup = 16,
-    Fcntl = 17,
-    Eventfd2 = 18,
-    EpollCreate1 = 19,
-    Socket = 20,
-    Accept = 21,
-    Accept4 = 22,
-    Pipe = 23,
-    Pipe2 = 24,
-    Socketpair = 25,
-}
-
-impl Syscall {
-    pub const ALL: [Syscall; SYSCALL_COUNT] = [
-        Syscall::Select,
-        Syscall::Pselect6,
-        Syscall::Poll,
-        Syscall::Ppoll,
-        Syscall::EpollWait,
-        Syscall::EpollPwait,
-        Syscall::EpollPwait2,
-        Syscall::Close,
-        Syscall::Read,
-        Syscall::Write,
-        Syscall::Recvmsg,
-        Syscall::Sendmsg,
-        Syscall::Open,
-        Syscall::Openat,
-        Syscall::Openat2,
-        Syscall::Creat,
-        Syscall::Dup,
-        Syscall::Fcntl,
-        Syscall::Eventfd2,
-        Syscall::EpollCreate1,
-        Syscall::Socket,
-        Syscall::Accept,
-        Syscall::Accept4,
-        Syscall::Pipe,
-        Syscall::Pipe2,
-        Syscall::Socketpair,
-    ];
-
-    pub const fn name(self) -> &'static str {
-        match self {
-            Syscall::Select => "select",
-            Syscall::Pselect6 => "pselect6",
-            Syscall::Poll => "poll",
-            Syscall::Ppoll => "ppoll",
-            Syscall::EpollWait => "epoll_wait",
-            Syscall::EpollPwait => "epoll_pwait",
-            Syscall::EpollPwait2 => "epoll_pwait2",
-            Syscall::Close => "close",
-            Syscall::Read => "read",
-            Syscall::Write => "write",
-            Syscall::Recvmsg => "recvmsg",
-            Syscall::Sendmsg => "sendmsg",
-            Syscall::Open => "open",
-            Syscall::Openat => "openat",
-            Syscall::Openat2 => "openat2",
-            Syscall::Creat => "creat",
-            Syscall::Dup => "dup",
-            Syscall::Fcntl => "fcntl",
-            Syscall::Eventfd2 => "eventfd2",
-            Syscall::EpollCreate1 => "epoll_create1",
-            Syscall::Socket => "socket",
-            Syscall::Accept => "accept",
-            Syscall::Accept4 => "accept4",
-            Syscall::Pipe => "pipe",
-            Syscall::Pipe2 => "pipe2",
-            Syscall::Socketpair => "socketpair",
-        }
-    }
-
-    /// The syscall named `name`, if followed. Constant time: a strace log asks once per line.
-    pub fn from_name(name: &str) -> Option<Syscall> {
-        let mut slot = name_slot(name.as_bytes());
-        loop {
-            let syscall = Syscall::ALL[NAME_TABLE[slot]? as usize];
-            // Bytes compared inline: the names are short, a memcmp call costs more.
-            let known = syscall.name().as_bytes();
-            if known.len() == name.len() && known.iter().zip(name.as_bytes()).all(|(a, b)| a == b) {
-                return Some(syscall);
-            }
-            slot = (slot + 1) % NAME_SLOTS;
-        }
-    }
-}
-
-const NAME_SLOTS: usize = 2 * SYSCALL_COUNT;
-
-/// Where a name starts looking in [`NAME_TABLE`] (its length and first and last bytes).
-const fn name_slot(name: &[u8]) -> usize {
-    match name {
-        [] => 0,
-        [first, ..] => {
-            let last = name[name.len() - 1];
-            (name.len() * 31 + *first as usize * 7 + last as usize) % NAME_SLOTS
-        }
-    }
-}
-
-/// The followed syscalls' names, open-addressed by [`name_slot`]: the index into
-/// [`Syscall::ALL`] of the name in each slot; half the slots stay empty, so probes end.
-static NAME_TABLE: [Option<u8>; NAME_SLOTS] = {
-    let mut table = [None; NAME_SLOTS];
-    let mut index = 0;
-    while index < SYSCALL_COUNT {
-        let mut slot = name_slot(Syscall::ALL[index].name().as_bytes());
-        while table[slot].is_some() {
-            slot = (slot + 1) % NAME_SLOTS;
-        }
-        table[slot] = Some(index as u8);
-        index += 1;
-    }
-    table
-};
-
-/// Number of followed syscalls.
-pub const SYSCALL_COUNT: usize = 26;
 
 /// Longest executable path the probe keeps (with its NUL); a longer one is cut.
 pub const EXE_LEN: usize = 256;
@@ -516,28 +336,4 @@ mod pod {
     unsafe impl aya::Pod for super::ProcessKey {}
     // SAFETY: thirteen u32, no padding.
     unsafe impl aya::Pod for super::TaskOffsets {}
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn syscalls_are_found_by_name_and_nothing_else_is() {
-        for syscall in Syscall::ALL {
-            assert_eq!(Syscall::from_name(syscall.name()), Some(syscall));
-        }
-        for other in [
-            "",
-            "c",
-            "clos",
-            "closed",
-            "epoll_ctl",
-            "select2",
-            "openat3",
-            "Close",
-        ] {
-            assert_eq!(Syscall::from_name(other), None, "{other}");
-        }
-    }
 }

@@ -1,7 +1,128 @@
-//! The poll family (fs/select.c): branches of `do_sys_poll`, `do_poll` and `do_pollfd`, and
-//! how an observer tells whether a call got to each.
+//! The poll family (fs/select.c): branches of `do_sys_poll`, `do_poll` and `do_pollfd`, how
+//! an observer tells whether a call got to each, and [`poll`], the walk through them in the
+//! kernel's order.
 
-use crate::{Evaluation, Reached, errno, prelude::Prelude, scan_reached};
+use crate::{
+    Counts, Evaluation, Reached,
+    catalogue::{Recorder, branch, unlikely},
+    errno,
+    fd::{self, TaskState},
+    prelude::{Prelude, Timeout},
+    scan_reached,
+};
+
+/// One poll or ppoll call as observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PollCall {
+    pub nfds: u32,
+    /// ppoll's timeout and sigmask checks (poll has none).
+    pub prelude: Prelude,
+    pub timeout: Timeout,
+    pub ret: i64,
+}
+
+/// `do_poll`'s scan of the entries, fed entry by entry (or in bulk): `do_pollfd` skips an
+/// entry with `fd < 0`, and looks the others up, POLLNVAL in revents for one not open.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EntryScan {
+    /// Entries read.
+    pub read: u64,
+    /// Of them, with fd < 0.
+    pub negative: u64,
+    /// Of the others, not open.
+    pub not_open: u64,
+    /// Of the others, whose revents are not known (strace cuts long lists).
+    pub revents_unknown: u64,
+    /// Entries that could not be read at all.
+    pub unreadable: u64,
+}
+
+impl EntryScan {
+    /// An entry and its revents after the scan.
+    pub fn push(&mut self, entry: PollFd) {
+        self.add(1, entry_bits(entry.fd, entry.revents));
+    }
+
+    /// `entries` entries read at once, of which `negative` with fd < 0 and `not_open` of
+    /// the others not open (as [`entry_bits`] sums them).
+    pub fn add(&mut self, entries: u64, (negative, not_open): (u64, u64)) {
+        self.read += entries;
+        self.negative += negative;
+        self.not_open += not_open;
+    }
+
+    /// An entry whose revents are not known.
+    pub fn push_without_revents(&mut self, fd: i32) {
+        self.read += 1;
+        if fd_negative(fd) {
+            self.negative += 1;
+        } else {
+            self.revents_unknown += 1;
+        }
+    }
+
+    /// An array none of whose `nfds` entries could be read.
+    pub const fn unreadable(nfds: u32) -> EntryScan {
+        EntryScan {
+            read: 0,
+            negative: 0,
+            not_open: 0,
+            revents_unknown: 0,
+            unreadable: nfds as u64,
+        }
+    }
+}
+
+/// `do_sys_poll` → `do_poll` → `do_pollfd` for one call: every catalogued branch it
+/// evaluates, each gated by the ones before. `entries` reads the array after the scan
+/// (asked only when the scan ran; None: it could not be read).
+pub fn poll<R: Recorder>(
+    recorder: &mut R,
+    call: &PollCall,
+    entries: impl FnOnce() -> Option<EntryScan>,
+    task: &impl TaskState,
+) {
+    let over_rlimit = branch!(
+        recorder,
+        PollNfdsOverRlimit,
+        nfds_over_rlimit_evaluation(call.prelude, call.ret)
+    );
+    branch!(
+        recorder,
+        PollEntriesOnHeap,
+        entries_on_heap_evaluation(over_rlimit, call.nfds, call.ret)
+    );
+    let scanned = scan(over_rlimit, call.ret);
+    branch!(
+        recorder,
+        PollZeroTimeout,
+        scanned.evaluate(call.timeout.is_zero())
+    );
+    let entries = match scanned {
+        Reached::No => return,
+        Reached::Yes => entries().unwrap_or(EntryScan::unreadable(call.nfds)),
+        Reached::Unknown => EntryScan::unreadable(call.nfds),
+    };
+    let looked_up = entries.read - entries.negative;
+    unlikely!(
+        recorder,
+        PollFdNegative,
+        counts = &Counts::new(entries.negative, looked_up, entries.unreadable)
+    );
+    branch!(
+        recorder,
+        PollFdNotOpen,
+        counts = &Counts::new(
+            entries.not_open,
+            looked_up - entries.not_open - entries.revents_unknown,
+            entries.unreadable + entries.revents_unknown,
+        )
+    );
+    // Every entry not skipped is looked up; one that could not be read may have been.
+    fd::fget(recorder, looked_up, scanned, task);
+    fd::fget(recorder, entries.unreadable, Reached::Unknown, task);
+}
 
 /// `struct pollfd` as user space passes it.
 #[repr(C)]
@@ -94,7 +215,67 @@ pub const fn scan(nfds_over_rlimit: Evaluation, ret: i64) -> Reached {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::errno::*;
+    use crate::{Site, catalogue::Counters, errno::*, fd::Unseen};
+
+    fn call(nfds: u32, ret: i64) -> PollCall {
+        PollCall {
+            nfds,
+            prelude: Prelude::Passes,
+            timeout: Timeout::Zero,
+            ret,
+        }
+    }
+
+    #[test]
+    fn entries_count_once_per_call() {
+        let mut counters = Counters::default();
+        let mut scan = EntryScan::default();
+        for (fd, revents) in [(3, 1), (-1, 0), (99, POLLNVAL)] {
+            scan.push(PollFd {
+                fd,
+                events: 1,
+                revents,
+            });
+        }
+        // strace cut the list: the last entry's revents are not known.
+        scan.push_without_revents(7);
+        poll(&mut counters, &call(4, 2), || Some(scan), &Unseen);
+        assert_eq!(counters.get(Site::PollNfdsOverRlimit), Counts::new(0, 1, 0));
+        assert_eq!(counters.get(Site::PollEntriesOnHeap), Counts::new(0, 1, 0));
+        assert_eq!(counters.get(Site::PollZeroTimeout), Counts::new(1, 0, 0));
+        assert_eq!(counters.get(Site::PollFdNegative), Counts::new(1, 3, 0));
+        assert_eq!(counters.get(Site::PollFdNotOpen), Counts::new(1, 1, 1));
+        assert_eq!(counters.get(Site::FgetTableShared), Counts::new(0, 0, 3));
+    }
+
+    #[test]
+    fn over_the_limit_nothing_else_runs() {
+        let mut counters = Counters::default();
+        poll(
+            &mut counters,
+            &call(5000, -EINVAL),
+            || unreachable!(),
+            &Unseen,
+        );
+        assert_eq!(counters.get(Site::PollNfdsOverRlimit), Counts::new(1, 0, 0));
+        for site in [
+            Site::PollEntriesOnHeap,
+            Site::PollZeroTimeout,
+            Site::PollFdNegative,
+        ] {
+            assert_eq!(counters.get(site), Counts::ZERO);
+        }
+    }
+
+    #[test]
+    fn an_unreadable_array_is_unreadable_at_every_entry() {
+        let mut counters = Counters::default();
+        poll(&mut counters, &call(8, -EFAULT), || unreachable!(), &Unseen);
+        poll(&mut counters, &call(8, 0), || None, &Unseen);
+        assert_eq!(counters.get(Site::PollFdNegative), Counts::new(0, 0, 16));
+        assert_eq!(counters.get(Site::PollFdNotOpen), Counts::new(0, 0, 16));
+        assert_eq!(counters.get(Site::FgetTableShared), Counts::new(0, 0, 16));
+    }
 
     #[test]
     fn fd_boundaries() {

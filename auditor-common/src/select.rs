@@ -1,7 +1,70 @@
 //! The select family (fs/select.c): branches of `core_sys_select`, `max_select_fd` and
-//! `do_select`, and how an observer tells whether a call got to each.
+//! `do_select`, how an observer tells whether a call got to each, and [`select`], the
+//! walk through them in the kernel's order.
 
-use crate::{Counts, Evaluation, Reached, errno, prelude::Prelude, scan_reached};
+use crate::{
+    Counts, Evaluation, Reached,
+    catalogue::{Recorder, branch, unlikely},
+    errno,
+    fd::TaskState,
+    prelude::{Prelude, Timeout},
+    scan_reached,
+};
+
+/// One select or pselect6 call as observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SelectCall {
+    pub n: i32,
+    /// The entry point's checks: the timeout and, for pselect6, the signal mask.
+    pub prelude: Prelude,
+    pub timeout: Timeout,
+    /// `fdt->max_fds` as `core_sys_select` read it, at its start (None: not read).
+    pub max_fds: Option<u32>,
+    pub ret: i64,
+}
+
+/// `core_sys_select` → `max_select_fd` → `do_select` for one call: every catalogued
+/// branch it evaluates, each gated by the ones before. `scan` is the walk over its fd_sets
+/// (None: they were not read).
+pub fn select<R: Recorder>(
+    recorder: &mut R,
+    call: &SelectCall,
+    scan: Option<SetScan>,
+    task: &impl TaskState,
+) {
+    let n_negative = unlikely!(
+        recorder,
+        SelectNNegative,
+        n_negative_evaluation(call.n, call.prelude, call.ret)
+    );
+    let (clamped, on_heap, used_n) = clamp_evaluations(after(n_negative), call.n, call.max_fds);
+    branch!(recorder, SelectNClamped, clamped);
+    branch!(recorder, SelectBitmapsOnHeap, on_heap);
+    let fd_not_open = branch!(
+        recorder,
+        SelectFdNotOpen,
+        fd_not_open_evaluation(call.n, n_negative, call.ret)
+    );
+    branch!(
+        recorder,
+        SelectZeroTimeout,
+        zero_timeout_evaluation(fd_not_open, call.timeout.is_zero())
+    );
+    // do_select's walk: `all_bits == 0` for every word up to the highest set fd, one
+    // fdget (`__fget_light`) for every set fd.
+    let reached = after(fd_not_open);
+    let shared = match reached {
+        Reached::Yes => task.table_shared(),
+        Reached::No | Reached::Unknown => None,
+    };
+    let upper_n = match used_n {
+        Some(n) => n,
+        None => call.n.max(0) as u32,
+    };
+    let (words, lookups) = walk_counts(reached, scan, upper_n, shared);
+    branch!(recorder, SelectWordEmpty, counts = &words);
+    unlikely!(recorder, FgetTableShared, counts = &lookups);
+}
 
 /// `core_sys_select`: `if (unlikely(n < 0)) return -EINVAL;`
 pub const fn n_negative(n: i32) -> bool {
@@ -212,7 +275,103 @@ pub const fn after(gate: Evaluation) -> crate::Reached {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::errno::*;
+    use crate::{
+        Site,
+        catalogue::Counters,
+        errno::*,
+        fd::{TaskState, Unseen},
+    };
+
+    /// A task whose table is known not to be shared.
+    struct Alone;
+
+    impl TaskState for Alone {
+        fn table_shared(&self) -> Option<bool> {
+            Some(false)
+        }
+    }
+
+    fn call(n: i32, timeout: Timeout, max_fds: Option<u32>, ret: i64) -> SelectCall {
+        SelectCall {
+            n,
+            prelude: timeout.prelude(),
+            timeout,
+            max_fds,
+            ret,
+        }
+    }
+
+    #[test]
+    fn a_zero_timeout_select_of_1000_fds() {
+        let mut counters = Counters::default();
+        let mut words = [0u64; 16];
+        (3..1000).for_each(|fd| words[fd / 64] |= 1 << (fd % 64));
+        let scan = scan_words(&words, 1000);
+        let call = call(1000, Timeout::Zero, Some(1024), 997);
+        select(&mut counters, &call, Some(scan), &Alone);
+        let counts = |site| counters.get(site);
+        assert_eq!(counts(Site::SelectNNegative), Counts::new(0, 1, 0));
+        assert_eq!(counts(Site::SelectNClamped), Counts::new(0, 1, 0));
+        // 1000 fds: 128 bytes a bitmap, over 256 / 6.
+        assert_eq!(counts(Site::SelectBitmapsOnHeap), Counts::new(1, 0, 0));
+        assert_eq!(counts(Site::SelectFdNotOpen), Counts::new(0, 1, 0));
+        assert_eq!(counts(Site::SelectZeroTimeout), Counts::new(1, 0, 0));
+        assert_eq!(counts(Site::SelectWordEmpty), Counts::new(0, 16, 0));
+        assert_eq!(counts(Site::FgetTableShared), Counts::new(0, 997, 0));
+    }
+
+    #[test]
+    fn failing_calls_stop_where_the_kernel_does() {
+        let mut counters = Counters::default();
+        let no_scan = Some(SetScan::default());
+        select(
+            &mut counters,
+            &call(-1, Timeout::Zero, Some(64), -EINVAL),
+            no_scan,
+            &Alone,
+        );
+        select(
+            &mut counters,
+            &call(10, Timeout::Zero, Some(64), -EBADF),
+            no_scan,
+            &Alone,
+        );
+        assert_eq!(counters.get(Site::SelectNNegative), Counts::new(1, 1, 0));
+        assert_eq!(counters.get(Site::SelectNClamped), Counts::new(0, 1, 0));
+        assert_eq!(counters.get(Site::SelectFdNotOpen), Counts::new(1, 0, 0));
+        assert_eq!(counters.get(Site::SelectZeroTimeout), Counts::ZERO);
+        assert_eq!(counters.get(Site::SelectWordEmpty), Counts::ZERO);
+    }
+
+    #[test]
+    fn without_the_task_state_the_stateful_sites_are_undecided() {
+        let mut counters = Counters::default();
+        select(
+            &mut counters,
+            &call(1000, Timeout::Zero, None, 1),
+            None,
+            &Unseen,
+        );
+        assert_eq!(counters.get(Site::SelectNClamped), Counts::new(0, 0, 1));
+        assert_eq!(
+            counters.get(Site::SelectBitmapsOnHeap),
+            Counts::new(0, 0, 1)
+        );
+        assert_eq!(counters.get(Site::SelectWordEmpty), Counts::new(0, 0, 16));
+        assert_eq!(counters.get(Site::FgetTableShared), Counts::new(0, 0, 1000));
+        // Up to 320 fds the bitmaps are on the stack whatever the table.
+        let mut counters = Counters::default();
+        select(
+            &mut counters,
+            &call(300, Timeout::Zero, None, 1),
+            None,
+            &Unseen,
+        );
+        assert_eq!(
+            counters.get(Site::SelectBitmapsOnHeap),
+            Counts::new(0, 1, 0)
+        );
+    }
 
     #[test]
     fn n_boundaries() {

@@ -2,11 +2,11 @@
 //! allocate one fd (open, openat, openat2, creat, dup, fcntl F_DUPFD, eventfd2,
 //! epoll_create1, socket, accept, accept4) and two (pipe, pipe2, socketpair). Entry reads the fd table as the allocation will find it (next_fd,
 //! max_fds, the open-fd word it starts in, RLIMIT_NOFILE); exit learns from the return
-//! value whether the allocation ran and which fd it found, and replays the branches with
-//! `auditor_common::fd::alloc_evaluations`.
+//! value whether the allocation ran and which fd it found, and runs the model
+//! (`auditor_common::fd::allocation`, `fd::pair`).
 
 use auditor_common::{
-    ProcessKey, Site, Syscall,
+    ProcessKey, Syscall,
     fd::{self, AllocStart, Allocator, PairAllocator},
     maps,
 };
@@ -53,17 +53,6 @@ pub fn forget_thread(tid: u32) {
 const F_DUPFD: u64 = 0;
 const F_DUPFD_CLOEXEC: u64 = 1030;
 
-fn record(row: &Row, table: &AllocStart, outcome: fd::AllocOutcome) {
-    record_counts(row, &fd::alloc_evaluations(table, outcome));
-}
-
-fn record_counts(row: &Row, counts: &fd::AllocCounts) {
-    row.record(Site::FdBelowMax, &counts.below_max);
-    row.record(Site::FdFastPath, &counts.fast_path);
-    row.record(Site::FdTableFull, &counts.table_full);
-    row.record(Site::FdEmfile, &counts.emfile);
-}
-
 /// Notes an allocation that starts at `start`; `name` is open's path (0 for others).
 fn enter(syscall: Syscall, allocator: Allocator, start: u32, name: u64) {
     enter_with(syscall, allocator as u32, start, name, 0, 0);
@@ -94,9 +83,10 @@ fn enter_with(syscall: Syscall, allocator: u32, start: u32, name: u64, pair: u32
         fds,
     };
     if !stash_in(&PENDING_ALLOC, &pending)
-        && let Some(row) = Row::of(&process)
+        && let Some(mut row) = Row::of(&process)
     {
-        record(&row, &AllocStart::default(), fd::AllocOutcome::Maybe);
+        // No room to follow the call to its exit: it may allocate, on a table not kept.
+        fd::allocation(&mut row, None, fd::AllocOutcome::Maybe);
     }
 }
 
@@ -104,50 +94,29 @@ fn exit(ctx: &TracePointContext) {
     let Some(pending) = take_from(&PENDING_ALLOC, |p| &mut p.live) else {
         return;
     };
-    let Some(row) = Row::of(&pending.process) else {
+    let Some(mut row) = Row::of(&pending.process) else {
         return;
     };
     let ret = field(ctx, EXIT_RET) as i64;
+    let table = (pending.table_read != 0).then_some(&pending.table);
     if pending.pair != 0 {
-        exit_pair(&row, &pending, ret);
+        let allocator = PairAllocator::from_u32(pending.pair - 1);
+        let fds = match allocator.fds_written(ret) {
+            Some(false) => None,
+            Some(true) => Some(args::read_user::<[u32; 2]>(pending.fds)),
+            // Both ran, or may have; which fds they found is not in user memory.
+            None => Some(None),
+        };
+        if let Some(fds) = fds {
+            fd::pair(&mut row, table, fds);
+        }
     } else {
-        exit_single(&row, &pending, ret);
+        let allocator = Allocator::from_u32(pending.allocator);
+        let outcome = allocator.outcome(ret, pending.empty_name != 0);
+        fd::allocation(&mut row, table, outcome);
     }
     if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
         tally::call(*syscall);
-    }
-}
-
-fn exit_pair(row: &Row, pending: &PendingAlloc, ret: i64) {
-    let allocator = PairAllocator::from_u32(pending.pair - 1);
-    let written = match allocator.fds_written(ret) {
-        Some(false) => return,
-        Some(true) => args::read_user::<[i32; 2]>(pending.fds),
-        None => None,
-    };
-    match written {
-        Some([first, second]) if pending.table_read != 0 => {
-            record_counts(
-                row,
-                &fd::pair_evaluations(&pending.table, first as u32, second as u32),
-            );
-        }
-        // Both ran (or may have), on a table or with fds the probe could not read.
-        _ => {
-            record(row, &AllocStart::default(), fd::AllocOutcome::Maybe);
-            record(row, &AllocStart::default(), fd::AllocOutcome::Maybe);
-        }
-    }
-}
-
-fn exit_single(row: &Row, pending: &PendingAlloc, ret: i64) {
-    let allocator = Allocator::from_u32(pending.allocator);
-    let outcome = allocator.outcome(ret, pending.empty_name != 0);
-    if pending.table_read != 0 {
-        record(row, &pending.table, outcome);
-    } else if outcome != fd::AllocOutcome::NotReached {
-        // It ran (or may have) on a table the probe could not read.
-        record(row, &AllocStart::default(), fd::AllocOutcome::Maybe);
     }
 }
 

@@ -1,8 +1,9 @@
-//! epoll_wait, epoll_pwait, epoll_pwait2: `do_epoll_wait`'s argument checks and `ep_poll`'s
-//! zero timeout, decided at exit from the arguments and the return value.
+//! epoll_wait, epoll_pwait, epoll_pwait2: what `auditor_common::epoll::epoll_wait` needs of
+//! a call (its arguments at entry, its return value at exit).
 
 use auditor_common::{
-    Site, Syscall, epoll,
+    Syscall, UNFOLLOWED_RETURN,
+    epoll::{self, EpollWaitCall},
     prelude::{Prelude, Timeout},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -75,13 +76,17 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
         timeout,
     );
     if !stash(&pending)
-        && let Some(row) = Row::of(&process)
+        && let Some(mut row) = Row::of(&process)
     {
-        row.record_one(Site::EpollBadArgs, auditor_common::Evaluation::Undecided);
-        row.record_one(
-            Site::EpollZeroTimeout,
-            auditor_common::Evaluation::Undecided,
-        );
+        // No room to follow the call to its exit: each branch it may reach is undecided.
+        let call = EpollWaitCall {
+            maxevents: pending.count as i32,
+            events: pending.arg,
+            prelude: Prelude::Unknown,
+            timeout,
+            ret: UNFOLLOWED_RETURN,
+        };
+        epoll::epoll_wait(&mut row, &call);
     }
 }
 
@@ -89,20 +94,16 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
     let Some(pending) = take_pending() else {
         return;
     };
-    let Some(row) = Row::of(&pending.process) else {
+    let Some(mut row) = Row::of(&pending.process) else {
         return;
     };
-    let ret = field(ctx, EXIT_RET) as i64;
-    let bad_args = epoll::bad_args_evaluation(
-        pending.count as i32,
-        pending.arg,
-        Prelude::from_u32(pending.prelude),
-        ret,
-    );
-    row.record_one(Site::EpollBadArgs, bad_args);
-    row.record_one(
-        Site::EpollZeroTimeout,
-        epoll::zero_timeout_evaluation(bad_args, Timeout::from_u32(pending.timeout).is_zero()),
-    );
+    let call = EpollWaitCall {
+        maxevents: pending.count as i32,
+        events: pending.arg,
+        prelude: Prelude::from_u32(pending.prelude),
+        timeout: Timeout::from_u32(pending.timeout),
+        ret: field(ctx, EXIT_RET) as i64,
+    };
+    epoll::epoll_wait(&mut row, &call);
     tally::call(syscall);
 }

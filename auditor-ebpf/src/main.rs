@@ -12,6 +12,7 @@
 mod alloc;
 mod args;
 mod close;
+mod dup;
 mod epoll;
 mod fget;
 mod poll;

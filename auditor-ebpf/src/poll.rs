@@ -1,13 +1,12 @@
-//! poll and ppoll: `do_sys_poll`'s RLIMIT_NOFILE check and heap chunks, `do_poll`'s zero
-//! timeout, and `do_pollfd`'s `fd < 0` and not-open fd, the last two once per entry.
+//! poll and ppoll: what `auditor_common::poll::poll` needs of a call.
 //!
 //! At exit the array is read in bulk, `CHUNK` entries per `bpf_loop` step, so any nfds the
 //! kernel accepts (up to RLIMIT_NOFILE) is counted whole; revents then holds POLLNVAL for the
 //! entries whose fd was not open. Entries that cannot be read are counted as unreadable.
 
 use auditor_common::{
-    Counts, Evaluation, Reached, Site, Syscall,
-    poll::{self, POLLFD_SIZE, PollFd},
+    Syscall, UNFOLLOWED_RETURN,
+    poll::{self, EntryScan, POLLFD_SIZE, PollCall, PollFd},
     prelude::{Prelude, Timeout},
 };
 use aya_ebpf::{
@@ -18,7 +17,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{EXIT_RET, Pending, args, fget, field, stash, take_pending, tally, tally::Row, target};
+use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, tally::Row, target, task};
 
 // Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_{poll,ppoll}/format.
 const ENTER_UFDS: usize = 16;
@@ -56,12 +55,6 @@ pub fn ppoll_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
-fn undecided(entries: u32) -> Counts {
-    let mut counts = Counts::ZERO;
-    counts.record(Evaluation::Undecided, u64::from(entries));
-    counts
-}
-
 fn enter(ctx: &TracePointContext, syscall: Syscall) {
     let Some(process) = target::current() else {
         return;
@@ -87,19 +80,16 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
         timeout,
     );
     if !stash(&pending)
-        && let Some(row) = Row::of(&process)
+        && let Some(mut row) = Row::of(&process)
     {
-        // No room to follow the call to its exit: each branch may run, direction unknown.
-        for site in [
-            Site::PollNfdsOverRlimit,
-            Site::PollEntriesOnHeap,
-            Site::PollZeroTimeout,
-        ] {
-            row.record_one(site, Evaluation::Undecided);
-        }
-        for site in [Site::PollFdNegative, Site::PollFdNotOpen] {
-            row.record(site, &undecided(pending.count));
-        }
+        // No room to follow the call to its exit: each branch it may reach is undecided.
+        let call = PollCall {
+            nfds: pending.count,
+            prelude: Prelude::Unknown,
+            timeout,
+            ret: UNFOLLOWED_RETURN,
+        };
+        poll::poll(&mut row, &call, || None, &task::Current);
     }
 }
 
@@ -107,38 +97,21 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
     let Some(pending) = take_pending() else {
         return;
     };
-    let Some(row) = Row::of(&pending.process) else {
+    let Some(mut row) = Row::of(&pending.process) else {
         return;
     };
-    let ret = field(ctx, EXIT_RET) as i64;
-    let nfds = pending.count;
-    // In the kernel's order, each branch gated by the one before it.
-    let over_rlimit = poll::nfds_over_rlimit_evaluation(Prelude::from_u32(pending.prelude), ret);
-    let scan = poll::scan(over_rlimit, ret);
-    row.record_one(Site::PollNfdsOverRlimit, over_rlimit);
-    row.record_one(
-        Site::PollEntriesOnHeap,
-        poll::entries_on_heap_evaluation(over_rlimit, nfds, ret),
+    let call = PollCall {
+        nfds: pending.count,
+        prelude: Prelude::from_u32(pending.prelude),
+        timeout: Timeout::from_u32(pending.timeout),
+        ret: field(ctx, EXIT_RET) as i64,
+    };
+    poll::poll(
+        &mut row,
+        &call,
+        || walk(pending.arg, pending.count),
+        &task::Current,
     );
-    row.record_one(
-        Site::PollZeroTimeout,
-        scan.evaluate(Timeout::from_u32(pending.timeout).is_zero()),
-    );
-    match scan {
-        Reached::No => {}
-        Reached::Unknown => {
-            row.record(Site::PollFdNegative, &undecided(nfds));
-            row.record(Site::PollFdNotOpen, &undecided(nfds));
-            fget::record_lookups(&row, u64::from(nfds), Reached::Unknown);
-        }
-        Reached::Yes => {
-            if let Some((negative, not_open)) = walk(pending.arg, nfds) {
-                row.record(Site::PollFdNegative, &negative);
-                row.record(Site::PollFdNotOpen, &not_open);
-                fget::record_poll_lookups(&row, &negative);
-            }
-        }
-    }
     tally::call(syscall);
 }
 
@@ -148,11 +121,7 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
 /// syscall tracepoints through perf run with preemption off, so the walk is never shared.
 #[repr(C)]
 struct Walk {
-    /// Entries read; of them, with fd < 0; of the others, not open.
-    read: u64,
-    negative: u64,
-    not_open: u64,
-    unreadable: u64,
+    scan: EntryScan,
     ufds: u64,
     nfds: u32,
     _pad: u32,
@@ -162,16 +131,13 @@ struct Walk {
 #[map]
 static WALK: PerCpuArray<Walk> = PerCpuArray::with_max_entries(1, 0);
 
-/// Counts of `fd < 0` and of not-open fds over the array; None only if the per-CPU state
-/// is missing, which cannot happen with a one-entry array map.
-fn walk(ufds: u64, nfds: u32) -> Option<(Counts, Counts)> {
+/// The scan of the array, read after the kernel's; None only if the per-CPU state is
+/// missing, which cannot happen with a one-entry array map.
+fn walk(ufds: u64, nfds: u32) -> Option<EntryScan> {
     let state = WALK.get_ptr_mut(0)?;
     // SAFETY: this CPU's walk state; see `Walk`.
     unsafe {
-        (*state).read = 0;
-        (*state).negative = 0;
-        (*state).not_open = 0;
-        (*state).unreadable = 0;
+        (*state).scan = EntryScan::default();
         (*state).ufds = ufds;
         (*state).nfds = nfds;
     }
@@ -180,14 +146,11 @@ fn walk(ufds: u64, nfds: u32) -> Option<(Counts, Counts)> {
     let done =
         unsafe { generated::bpf_loop(chunks, walk_chunk as *mut c_void, core::ptr::null_mut(), 0) };
     // SAFETY: as above.
-    let state = unsafe { &*state };
+    let mut scan = unsafe { (*state).scan };
     // bpf_loop stops at 1 << 23 steps; entries past those were not read.
     let walked = (done.max(0) as u64).saturating_mul(CHUNK as u64);
-    let unreadable = state.unreadable + u64::from(nfds).saturating_sub(walked);
-    let negative = Counts::new(state.negative, state.read - state.negative, unreadable);
-    let looked_up = state.read - state.negative;
-    let not_open = Counts::new(state.not_open, looked_up - state.not_open, unreadable);
-    Some((negative, not_open))
+    scan.unreadable += u64::from(nfds).saturating_sub(walked);
+    Some(scan)
 }
 
 /// Counts `entries` (all read): `fd < 0`, and for the others whether the fd was open.
@@ -217,9 +180,7 @@ fn count_entries(state: &mut Walk, entries: usize) {
         count(state.entries[i]);
         i += 1;
     }
-    state.read += entries as u64;
-    state.negative += negative;
-    state.not_open += not_open;
+    state.scan.add(entries as u64, (negative, not_open));
 }
 
 #[inline(never)]
@@ -261,13 +222,8 @@ extern "C" fn walk_chunk(index: u32, _context: *mut c_void) -> i64 {
             let address = source + (i * POLLFD_SIZE) as u64;
             // SAFETY: bpf_probe_read_user checks the address; a fault is an Err.
             match unsafe { bpf_probe_read_user(address as *const PollFd) } {
-                Ok(entry) => {
-                    let (negative, not_open) = poll::entry_bits(entry.fd, entry.revents);
-                    state.read += 1;
-                    state.negative += negative;
-                    state.not_open += not_open;
-                }
-                Err(_) => state.unreadable += 1,
+                Ok(entry) => state.scan.push(entry),
+                Err(_) => state.scan.unreadable += 1,
             }
         }
     }

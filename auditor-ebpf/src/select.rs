@@ -1,14 +1,13 @@
-//! select and pselect6: `core_sys_select`'s `n < 0`, `max_select_fd`'s not-open fd and
-//! `do_select`'s zero timeout.
+//! select and pselect6: what `auditor_common::select::select` needs of a call.
 //!
 //! Entry reads what the entry point checks before `core_sys_select` (the timeout and, for
-//! pselect6, the signal-mask argument); exit decides each branch from that and the return
-//! value.
+//! pselect6, the signal-mask argument), the table's `max_fds` and the fd_sets (walked as
+//! `do_select` will, in bulk); exit adds the return value and runs the model.
 
 use auditor_common::{
-    Evaluation, Reached, Site, Syscall, fd,
+    Syscall, UNFOLLOWED_RETURN,
     prelude::{Prelude, Timeout},
-    select::{self, SetScan},
+    select::{self, SelectCall, SetScan},
 };
 use aya_ebpf::{
     cty::c_void,
@@ -87,22 +86,17 @@ fn enter(ctx: &TracePointContext, syscall: Syscall) {
         }
     }
     if !stash(&pending)
-        && let Some(row) = Row::of(&process)
+        && let Some(mut row) = Row::of(&process)
     {
-        // No room to follow the call to its exit: each branch may run, direction unknown.
-        for site in [
-            Site::SelectNNegative,
-            Site::SelectNClamped,
-            Site::SelectBitmapsOnHeap,
-            Site::SelectFdNotOpen,
-            Site::SelectZeroTimeout,
-        ] {
-            row.record_one(site, Evaluation::Undecided);
-        }
-        let upper_n = n.max(0) as u32;
-        let (words, lookups) = select::walk_counts(Reached::Unknown, None, upper_n, None);
-        row.record(Site::SelectWordEmpty, &words);
-        row.record(Site::FgetTableShared, &lookups);
+        // No room to follow the call to its exit: each branch it may reach is undecided.
+        let call = SelectCall {
+            n,
+            prelude: Prelude::Unknown,
+            timeout,
+            max_fds: None,
+            ret: UNFOLLOWED_RETURN,
+        };
+        select::select(&mut row, &call, None, &task::Current);
     }
 }
 
@@ -110,31 +104,18 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
     let Some(pending) = take_pending() else {
         return;
     };
-    let Some(row) = Row::of(&pending.process) else {
+    let Some(mut row) = Row::of(&pending.process) else {
         return;
     };
-    let ret = field(ctx, EXIT_RET) as i64;
-    let n = select::n_from_arg(pending.arg);
-    let prelude = Prelude::from_u32(pending.prelude);
-    let timeout = Timeout::from_u32(pending.timeout);
-    // In the kernel's order, each branch gated by the one before it.
-    let n_negative = select::n_negative_evaluation(n, prelude, ret);
-    let max_fds = (pending.count != 0).then_some(pending.count);
-    let (clamped, on_heap, used_n) =
-        select::clamp_evaluations(select::after(n_negative), n, max_fds);
-    let fd_not_open = select::fd_not_open_evaluation(n, n_negative, ret);
-    let zero_timeout = select::zero_timeout_evaluation(fd_not_open, timeout.is_zero());
+    let call = SelectCall {
+        n: select::n_from_arg(pending.arg),
+        prelude: Prelude::from_u32(pending.prelude),
+        timeout: Timeout::from_u32(pending.timeout),
+        max_fds: (pending.count != 0).then_some(pending.count),
+        ret: field(ctx, EXIT_RET) as i64,
+    };
     let scan = (pending.sets_read != 0).then_some(pending.scan);
-    let upper_n = used_n.unwrap_or(n.max(0) as u32);
-    let shared = task::files_count().map(fd::table_shared);
-    let (words, lookups) = select::walk_counts(select::after(fd_not_open), scan, upper_n, shared);
-    row.record_one(Site::SelectNNegative, n_negative);
-    row.record_one(Site::SelectNClamped, clamped);
-    row.record_one(Site::SelectBitmapsOnHeap, on_heap);
-    row.record_one(Site::SelectFdNotOpen, fd_not_open);
-    row.record_one(Site::SelectZeroTimeout, zero_timeout);
-    row.record(Site::SelectWordEmpty, &words);
-    row.record(Site::FgetTableShared, &lookups);
+    select::select(&mut row, &call, scan, &task::Current);
     tally::call(syscall);
 }
 

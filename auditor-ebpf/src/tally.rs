@@ -6,8 +6,8 @@ use core::cell::Cell;
 
 use crate::stacks;
 use auditor_common::{
-    Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, maps,
-    stacks::RareSites,
+    Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, catalogue::Recorder,
+    maps, stacks::RareSites,
 };
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
@@ -82,7 +82,7 @@ impl Row {
 
     /// Adds one call's `counts` to `site` (and offers them a stack, with `--stacks`).
     #[inline(always)]
-    pub fn record(&self, site: Site, counts: &Counts) {
+    fn add_counts(&self, site: Site, counts: &Counts) {
         if let Some(slot) = self.site(site) {
             // SAFETY: no other CPU writes this CPU's copy, and this program is not
             // re-entered on the same CPU: no other reference to it is live.
@@ -95,7 +95,7 @@ impl Row {
     /// Adds one evaluation of `site` (nothing if it was not reached): one increment, and
     /// its counts built only to offer them a stack.
     #[inline(always)]
-    pub fn record_one(&self, site: Site, evaluation: Evaluation) {
+    fn add_one(&self, site: Site, evaluation: Evaluation) {
         if let Some(slot) = self.site(site) {
             // SAFETY: as in `record`.
             unsafe { (*slot).record(evaluation, 1) };
@@ -108,6 +108,19 @@ impl Row {
                 });
             }
         }
+    }
+}
+
+/// The model records into this CPU's row.
+impl Recorder for Row {
+    #[inline(always)]
+    fn record(&mut self, site: Site, evaluation: Evaluation) {
+        self.add_one(site, evaluation);
+    }
+
+    #[inline(always)]
+    fn record_counts(&mut self, site: Site, counts: &Counts) {
+        self.add_counts(site, counts);
     }
 }
 

@@ -2,7 +2,10 @@
 //! the running kernel's BTF. A read can fail (offsets unknown, a NULL pointer, a word
 //! that cannot be read): callers count what they cannot decide as unreadable.
 
-use auditor_common::{COMM_LEN, TaskOffsets, fd::AllocStart};
+use auditor_common::{
+    COMM_LEN, TaskOffsets,
+    fd::{self, AllocStart, TaskState},
+};
 use aya_ebpf::helpers::{bpf_probe_read_kernel, generated::bpf_get_current_task_btf};
 
 #[unsafe(no_mangle)]
@@ -64,6 +67,15 @@ fn files(offsets: &TaskOffsets) -> Option<Object> {
 pub fn files_count() -> Option<u32> {
     let offsets = offsets()?;
     Some(files(&offsets)?.load(offsets.files_count))
+}
+
+/// The current task, as the model asks of it.
+pub struct Current;
+
+impl TaskState for Current {
+    fn table_shared(&self) -> Option<bool> {
+        files_count().map(fd::table_shared)
+    }
 }
 
 /// `atomic_read(&current->signal->live) == 0`: every task of the current thread group has

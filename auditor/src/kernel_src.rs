@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::readiness::{Hint, SiteInfo};
+use auditor_common::catalogue::{Hint, SiteInfo};
 
 /// What a tree says about one site.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -184,8 +184,8 @@ pub fn tree_hint(tree: &Path, site: &SiteInfo) -> TreeHint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readiness::{self, SITES};
     use auditor_common::Site;
+    use auditor_common::catalogue::SITES;
 
     /// A small tree written for the test: one release's style per function.
     fn tree() -> tempfile::TempDir {
@@ -232,7 +232,7 @@ mod tests {
     }
 
     fn hint(tree: &Path, site: Site) -> TreeHint {
-        tree_hint(tree, readiness::info(site))
+        tree_hint(tree, site.info())
     }
 
     #[test]

@@ -1,13 +1,12 @@
 //! auditor: does a kernel `likely()`/`unlikely()` hint match what real programs do?
 //!
-//! Sources ([`source`]) count how often each catalogued branch ([`readiness::SITES`]) goes each
+//! Sources ([`source`]) count how often each catalogued branch ([`catalogue::SITES`]) goes each
 //! way into a [`tally::Tally`]; [`report`] judges each hint ([`verdict`]) and renders the
 //! result. [`trace`] runs a traced session end to end; [`workload`] holds the bundled
 //! workloads with their exact expected counts.
 
 pub mod btf;
 pub mod kernel_src;
-pub mod readiness;
 pub mod report;
 pub mod source;
 pub mod stacks;

@@ -243,7 +243,7 @@ struct TraceArgs {
 const LONGEST_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 fn parse_site(id: &str) -> Result<auditor_common::Site, String> {
-    auditor::readiness::SITES
+    auditor_common::catalogue::SITES
         .iter()
         .find(|info| info.id == id)
         .map(|info| info.site)
@@ -295,7 +295,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         stacks: args.stacks.then(|| {
             auditor::stacks::Arms::of(|site| {
                 let proposed = args.output.propose.iter().rev().find(|p| p.site == site);
-                proposed.map_or(auditor::readiness::info(site).hint, |p| p.hint)
+                proposed.map_or(site.info().hint, |p| p.hint)
             })
         }),
     };

@@ -4,7 +4,7 @@
 use auditor_common::Counts;
 use serde::Serialize;
 
-use crate::readiness::Hint;
+use auditor_common::catalogue::Hint;
 
 /// A hint holds when the mispredicted share is bounded under this (Wilson 95% upper bound).
 pub const HOLDS_BELOW: f64 = 0.10;

@@ -127,7 +127,7 @@ fn sites_lists_the_catalogue() {
     assert!(output.status.success());
     let sites: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let sites = sites.as_array().unwrap();
-    assert_eq!(sites.len(), 19);
+    assert_eq!(sites.len(), auditor_common::SITE_COUNT);
     let fd_negative = sites
         .iter()
         .find(|s| s["id"] == "poll.fd_negative")

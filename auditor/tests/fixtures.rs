@@ -6,7 +6,6 @@
 use std::{collections::BTreeMap, path::Path};
 
 use auditor::{
-    readiness,
     report::Report,
     source::strace::replay::{self, Replay},
     tally::Tally,
@@ -51,7 +50,7 @@ fn every_fixture_parses_to_the_probes_counts() {
             replay::decides,
         );
         for site in Site::ALL {
-            let id = readiness::info(site).id;
+            let id = site.info().id;
             let counts = &expected["sites"][id];
             let count = |key: &str| counts[key].as_u64().unwrap_or(0);
             let want = Counts::new(count("taken"), count("not_taken"), count("unreadable"));
@@ -82,7 +81,7 @@ fn logged_processes(tally: &Tally) -> Rows {
             let key = (
                 u64::from(process.pid),
                 process.comm.clone(),
-                readiness::info(site).id.to_string(),
+                site.info().id.to_string(),
             );
             (key, (c.taken, c.not_taken, c.unreadable))
         })
@@ -94,7 +93,7 @@ fn probed_processes(expected: &serde_json::Value) -> Rows {
     let decided = |id: &str| {
         Site::ALL
             .into_iter()
-            .any(|site| readiness::info(site).id == id && replay::decides(site))
+            .any(|site| site.info().id == id && replay::decides(site))
     };
     let rows = expected["processes"].as_array().expect("per-process rows");
     rows.iter()

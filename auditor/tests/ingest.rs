@@ -91,7 +91,7 @@ fn assert_exact_from_strace(report: &serde_json::Value) {
             // The dynamic loader's closes and set-up's own, after exec.
             want.add(&Counts::new(loader_libraries() + 2, 0, 0));
         }
-        let id = auditor::readiness::info(site).id;
+        let id = site.info().id;
         let got = json_counts(report, id);
         assert_eq!(got, want, "{id}");
     }
@@ -178,7 +178,7 @@ fn auditor_strace_attaches_to_a_pid() {
         Site::SelectNNegative,
         Site::CloseOk,
     ] {
-        let id = auditor::readiness::info(site).id;
+        let id = site.info().id;
         assert_eq!(json_counts(&report, id), expected[0].site(site), "{id}");
     }
 }

@@ -242,8 +242,8 @@ fn pid_target_whose_main_thread_exited_is_counted_until_its_last_thread_ends() {
 /// fd.below_max, fd.fast_path, fd.table_full and fd.emfile on a real sequence: 200 opens
 /// (the table grows from 128 to 256 and 512), scattered closes, opens that refill the
 /// holes, F_DUPFD above next_fd, dup, opens that fail after allocating, opens past
-/// RLIMIT_NOFILE (EMFILE). The readiness
-/// core's model of the table is the oracle.
+/// RLIMIT_NOFILE (EMFILE). The workload's own oracle
+/// of the table gives the counts.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn fd_allocation_sequence_matches_the_model() {

@@ -9,9 +9,16 @@ use serde_json::{Value, json};
 
 use crate::{build, exec, workspace_root};
 
-/// The syscalls the strace source decodes (as `auditor strace` traces them).
-pub const TRACED: &str =
-    "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,epoll_pwait2,close,clone,clone3";
+/// strace's `-e trace=` list: the syscalls the strace source decodes (the syscall table's
+/// logged ones) and the clones that say which threads belong to which process, as
+/// `auditor strace` traces them but for its execs.
+pub fn traced() -> String {
+    let logged: Vec<&str> = auditor_common::syscalls::LOGGED
+        .iter()
+        .map(|syscall| syscall.name())
+        .collect();
+    format!("trace={},clone,clone3", logged.join(","))
+}
 
 /// Where the throwaway sshd of the ssh fixture keeps its keys and configuration.
 const SSH_DIR: &str = "target/fixture-sshd";
@@ -128,7 +135,7 @@ fn record_all(auditor: &Path, root: &Path) -> anyhow::Result<()> {
             .args(["trace", "--format", "json", "--per-process", "-o"])
             .arg(report.path())
             .args(["--", "strace", "-f", "-Y", "-qq", "-v"])
-            .args(["-s", "65536", "-e", TRACED, "-o"])
+            .args(["-s", "65536", "-e", &traced(), "-o"])
             .arg(&log)
             .args(["sh", "-c", program])
             .env("LANG", "C")

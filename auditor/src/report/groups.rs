@@ -6,14 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use auditor_common::Counts;
+use auditor_common::{Counts, catalogue::Hint};
 use serde::Serialize;
 
 use super::{SiteReport, counted};
-use crate::{
-    readiness::Hint,
-    verdict::{self, Verdict, VerdictKind},
-};
+use crate::verdict::{self, Verdict, VerdictKind};
 
 /// What verdicts are given per, besides the pooled ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]

@@ -11,12 +11,14 @@ mod text;
 
 use std::{collections::BTreeMap, io::Write, time::Duration};
 
-use auditor_common::{Counts, Site};
+use auditor_common::{
+    Counts, Site,
+    catalogue::{self, Hint, SiteInfo},
+};
 use serde::Serialize;
 
 use crate::{
     kernel_src,
-    readiness::{self, Hint, SiteInfo},
     tally::Tally,
     verdict::{self, Arm, Verdict},
 };
@@ -159,7 +161,7 @@ impl std::str::FromStr for Proposal {
         let (id, hint) = text.split_once('=').ok_or_else(|| {
             format!("`{text}`: expected SITE=HINT, e.g. poll.fd_not_open=unlikely")
         })?;
-        let site = readiness::SITES
+        let site = catalogue::SITES
             .iter()
             .find(|info| info.id == id)
             .ok_or_else(|| format!("`{id}` is not a site (see `auditor sites`)"))?
@@ -244,12 +246,12 @@ fn taken_share(counts: &Counts) -> Option<f64> {
 /// The catalogue grouped by kernel file (files in order of first appearance).
 fn by_file() -> Vec<&'static SiteInfo> {
     let mut files: Vec<&str> = Vec::new();
-    for info in readiness::SITES {
+    for info in catalogue::SITES {
         if !files.contains(&info.file) {
             files.push(info.file);
         }
     }
-    let mut sites = readiness::SITES.to_vec();
+    let mut sites = catalogue::SITES.to_vec();
     sites.sort_by_key(|info| files.iter().position(|f| *f == info.file));
     sites
 }
@@ -331,7 +333,7 @@ impl Report {
                 pid: process.pid,
                 comm: process.comm.clone(),
                 exe: tally.exe(process).map(str::to_string),
-                site: readiness::info(site).id.to_string(),
+                site: site.info().id.to_string(),
                 counts: *counts,
             })
             .collect();
@@ -354,7 +356,7 @@ impl Report {
             callers: tally
                 .callers()
                 .map(|(site, caller, counts)| CallerReport {
-                    site: readiness::info(site).id.to_string(),
+                    site: site.info().id.to_string(),
                     caller: caller.to_string(),
                     counts: *counts,
                 })
@@ -362,7 +364,7 @@ impl Report {
             stacks: tally
                 .stacks()
                 .map(|(site, frames, counts)| StackReport {
-                    site: readiness::info(site).id.to_string(),
+                    site: site.info().id.to_string(),
                     frames: frames.to_vec(),
                     counts: *counts,
                 })
@@ -370,7 +372,7 @@ impl Report {
             unattributed: tally
                 .unattributed()
                 .map(|(site, counts)| saved::SiteCounts {
-                    site: readiness::info(site).id.to_string(),
+                    site: site.info().id.to_string(),
                     counts: *counts,
                 })
                 .collect(),
@@ -546,9 +548,7 @@ impl Part {
             sources: joined(|run| &run.source),
             rows: tally
                 .per_process()
-                .map(|(process, site, counts)| {
-                    (process.pid, readiness::info(site).id.to_string(), *counts)
-                })
+                .map(|(process, site, counts)| (process.pid, site.info().id.to_string(), *counts))
                 .collect(),
         }
     }
@@ -591,7 +591,7 @@ fn tally_notes(tally: &Tally) -> (Vec<String>, Vec<String>) {
         notes.push(format!(
             "{}: {} in the totals but not attributed to a process (the per-process table was \
              full).",
-            readiness::info(site).id,
+            site.info().id,
             counted(counts.total(), "evaluation is", "evaluations are")
         ));
     }

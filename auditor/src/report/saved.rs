@@ -8,20 +8,17 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use auditor_common::{Counts, Site, Syscall};
+use auditor_common::{Counts, Site, Syscall, catalogue};
 use serde::{Deserialize, Serialize};
 
 use super::JSON_VERSION;
-use crate::{
-    readiness,
-    tally::{Process, Tally},
-};
+use crate::tally::{Process, Tally};
 
 /// Where and how one run's counts were taken.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Run {
     pub auditor_version: String,
-    /// The catalogue the counts are of ([`readiness::catalogue_version`]).
+    /// The catalogue the counts are of ([`catalogue::fingerprint`]).
     pub catalogue_version: String,
     pub kernel_release: String,
     pub host: String,
@@ -49,7 +46,7 @@ impl Run {
             .unwrap_or(SystemTime::UNIX_EPOCH);
         Run {
             auditor_version: env!("CARGO_PKG_VERSION").to_string(),
-            catalogue_version: readiness::catalogue_version(),
+            catalogue_version: format!("{:016x}", catalogue::fingerprint()),
             kernel_release: sysctl("osrelease"),
             host: sysctl("hostname"),
             source: source.to_string(),
@@ -121,7 +118,7 @@ pub struct Loaded {
 }
 
 fn site_of(id: &str, file: &str) -> Result<Site, SavedError> {
-    readiness::SITES
+    catalogue::SITES
         .iter()
         .find(|info| info.id == id)
         .map(|info| info.site)

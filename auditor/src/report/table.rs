@@ -12,7 +12,7 @@ use tabled::{
 
 use super::{Layout, Report, SiteReport, SiteRow, escape_markdown_cell, escape_text, percent};
 use crate::kernel_src::TreeHint;
-use crate::readiness::{Hint, SiteInfo};
+use auditor_common::catalogue::{Hint, SiteInfo};
 
 #[derive(Clone, Copy)]
 enum Flavour {
@@ -87,7 +87,11 @@ pub fn write_sites_table(
             info.condition.to_string(),
             hint_text(info),
             info.unit.name().to_string(),
-            info.syscalls.join(", "),
+            info.syscalls
+                .iter()
+                .map(|syscall| syscall.name())
+                .collect::<Vec<_>>()
+                .join(", "),
             decided,
         ];
         match &row.tree {

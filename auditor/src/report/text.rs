@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use super::{Report, SiteReport, escape_ascii, percent};
-use crate::readiness::{Hint, Unit};
+use auditor_common::catalogue::{Hint, Unit};
 
 /// The widest line.
 pub const WIDTH: usize = 72;

@@ -5,7 +5,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use auditor_common::{
     COMM_LEN, Counts, EXE_LEN, ProcessKey, SITE_COUNT, Site, SiteCounts, Syscall, TaskOffsets,
-    Traced, comm_match, globals, maps, stacks, traced,
+    Traced, comm_match, globals, maps, stacks, syscalls::SYSCALLS, traced,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -28,63 +28,46 @@ use crate::{
 /// eBPF toolchain.
 static PROBE_ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/auditor-probe"));
 
-/// Every program of the probe and the tracepoint it attaches to.
-const PROGRAMS: [(&str, &str, &str); 53] = [
+/// One program of the probe and the tracepoint it attaches to.
+struct Program {
+    name: String,
+    category: &'static str,
+    event: String,
+}
+
+/// The probe's programs besides those of the syscall table: the processes' lifetimes, and
+/// (with `--stacks`) the mappings of code (the loader, dlopen). Attached first, so that
+/// the traced set follows forks and execs before any call is counted.
+const LIFETIME_PROGRAMS: [(&str, &str, &str); 6] = [
     ("process_fork", "sched", "sched_process_fork"),
     ("task_rename", "task", "task_rename"),
     ("process_exec", "sched", "sched_process_exec"),
     ("process_exit", "sched", "sched_process_exit"),
-    ("select_enter", "syscalls", "sys_enter_select"),
-    ("select_exit", "syscalls", "sys_exit_select"),
-    ("pselect6_enter", "syscalls", "sys_enter_pselect6"),
-    ("pselect6_exit", "syscalls", "sys_exit_pselect6"),
-    ("poll_enter", "syscalls", "sys_enter_poll"),
-    ("poll_exit", "syscalls", "sys_exit_poll"),
-    ("ppoll_enter", "syscalls", "sys_enter_ppoll"),
-    ("ppoll_exit", "syscalls", "sys_exit_ppoll"),
-    ("epoll_wait_enter", "syscalls", "sys_enter_epoll_wait"),
-    ("epoll_wait_exit", "syscalls", "sys_exit_epoll_wait"),
-    ("epoll_pwait_enter", "syscalls", "sys_enter_epoll_pwait"),
-    ("epoll_pwait_exit", "syscalls", "sys_exit_epoll_pwait"),
-    ("epoll_pwait2_enter", "syscalls", "sys_enter_epoll_pwait2"),
-    ("epoll_pwait2_exit", "syscalls", "sys_exit_epoll_pwait2"),
-    ("close_exit", "syscalls", "sys_exit_close"),
-    // `--stacks`: a process maps code (the loader, dlopen).
     ("mmap_enter", "syscalls", "sys_enter_mmap"),
     ("mmap_exit", "syscalls", "sys_exit_mmap"),
-    ("read_enter", "syscalls", "sys_enter_read"),
-    ("write_enter", "syscalls", "sys_enter_write"),
-    ("recvmsg_enter", "syscalls", "sys_enter_recvmsg"),
-    ("sendmsg_enter", "syscalls", "sys_enter_sendmsg"),
-    ("open_enter", "syscalls", "sys_enter_open"),
-    ("open_exit", "syscalls", "sys_exit_open"),
-    ("creat_enter", "syscalls", "sys_enter_creat"),
-    ("creat_exit", "syscalls", "sys_exit_creat"),
-    ("openat_enter", "syscalls", "sys_enter_openat"),
-    ("openat_exit", "syscalls", "sys_exit_openat"),
-    ("openat2_enter", "syscalls", "sys_enter_openat2"),
-    ("openat2_exit", "syscalls", "sys_exit_openat2"),
-    ("dup_enter", "syscalls", "sys_enter_dup"),
-    ("dup_exit", "syscalls", "sys_exit_dup"),
-    ("fcntl_enter", "syscalls", "sys_enter_fcntl"),
-    ("fcntl_exit", "syscalls", "sys_exit_fcntl"),
-    ("eventfd2_enter", "syscalls", "sys_enter_eventfd2"),
-    ("eventfd2_exit", "syscalls", "sys_exit_eventfd2"),
-    ("epoll_create1_enter", "syscalls", "sys_enter_epoll_create1"),
-    ("epoll_create1_exit", "syscalls", "sys_exit_epoll_create1"),
-    ("socket_enter", "syscalls", "sys_enter_socket"),
-    ("socket_exit", "syscalls", "sys_exit_socket"),
-    ("accept_enter", "syscalls", "sys_enter_accept"),
-    ("accept_exit", "syscalls", "sys_exit_accept"),
-    ("accept4_enter", "syscalls", "sys_enter_accept4"),
-    ("accept4_exit", "syscalls", "sys_exit_accept4"),
-    ("pipe_enter", "syscalls", "sys_enter_pipe"),
-    ("pipe_exit", "syscalls", "sys_exit_pipe"),
-    ("pipe2_enter", "syscalls", "sys_enter_pipe2"),
-    ("pipe2_exit", "syscalls", "sys_exit_pipe2"),
-    ("socketpair_enter", "syscalls", "sys_enter_socketpair"),
-    ("socketpair_exit", "syscalls", "sys_exit_socketpair"),
 ];
+
+/// Every program of the probe: those above, then, for each syscall of the table,
+/// `NAME_enter` on `syscalls:sys_enter_NAME` and `NAME_exit` on `syscalls:sys_exit_NAME`
+/// as the table says it has them.
+static PROGRAMS: std::sync::LazyLock<Vec<Program>> = std::sync::LazyLock::new(|| {
+    let lifetimes = LIFETIME_PROGRAMS.map(|(name, category, event)| Program {
+        name: name.to_string(),
+        category,
+        event: event.to_string(),
+    });
+    let syscalls = SYSCALLS.iter().flat_map(|info| {
+        let ends = [("enter", info.enter), ("exit", info.exit)];
+        ends.into_iter()
+            .filter(|&(_, has)| has)
+            .map(|(end, _)| Program {
+                name: format!("{}_{end}", info.name),
+                category: "syscalls",
+                event: format!("sys_{end}_{}", info.name),
+            })
+    });
+    lifetimes.into_iter().chain(syscalls).collect()
+});
 
 /// Where the task state the probe reads lies in the running kernel's structs.
 fn task_offsets() -> Result<TaskOffsets, String> {
@@ -322,10 +305,16 @@ impl Probe {
             None => None,
         };
         let mut links = Vec::new();
-        for (name, category, event) in PROGRAMS {
+        for Program {
+            name,
+            category,
+            event,
+        } in PROGRAMS.iter()
+        {
             if stop() {
                 return Err(Error::Interrupted);
             }
+            let name = name.as_str();
             let program = tracepoint(&mut ebpf, name)?;
             let link = program.attach(category, event).map_err(|e| {
                 Error::Probe(format!("attaching {name} to {category}:{event}: {e}"))
@@ -594,7 +583,11 @@ fn tracepoint<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut TracePoint, 
 fn load_programs(ebpf: &mut Ebpf, stop: &(dyn Fn() -> bool + Sync)) -> Result<(), Error> {
     let mut queue = Vec::new();
     for (name, program) in ebpf.programs_mut() {
-        let Some(&(name, _, _)) = PROGRAMS.iter().find(|(known, _, _)| *known == name) else {
+        let Some(name) = PROGRAMS
+            .iter()
+            .map(|program| program.name.as_str())
+            .find(|known| *known == name)
+        else {
             return Err(Error::Probe(format!(
                 "program {name} has no tracepoint to attach to"
             )));
@@ -677,5 +670,32 @@ mod tests {
         let long = comm_key("a-very-long-program-name");
         assert_eq!(long[15], 0);
         assert_eq!(comm_string(&long), "a-very-long-pro");
+    }
+
+    #[test]
+    fn the_probe_has_the_programs_the_syscall_table_derives() {
+        use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
+        assert!(
+            !PROBE_ELF.is_empty(),
+            "built without the probe: run `cargo xtask setup`, then `cargo xtask test`"
+        );
+        let elf = object::File::parse(PROBE_ELF).unwrap();
+        // Each program is a global function in its section `tracepoint/CATEGORY/EVENT`.
+        let mut found: Vec<String> = elf
+            .symbols()
+            .filter(|symbol| symbol.is_global() && symbol.kind() == object::SymbolKind::Text)
+            .filter_map(|symbol| {
+                let section = elf.section_by_index(symbol.section_index()?).ok()?;
+                let attach = section.name().ok()?.strip_prefix("tracepoint/")?;
+                Some(format!("{} {attach}", symbol.name().ok()?))
+            })
+            .collect();
+        let mut derived: Vec<String> = PROGRAMS
+            .iter()
+            .map(|p| format!("{} {}/{}", p.name, p.category, p.event))
+            .collect();
+        found.sort();
+        derived.sort();
+        assert_eq!(found, derived);
     }
 }

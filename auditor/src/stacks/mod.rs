@@ -10,7 +10,7 @@ pub mod unwind;
 
 use auditor_common::{SITE_COUNT, Site, stacks};
 
-use crate::readiness::{self, Hint};
+use auditor_common::catalogue::{self, Hint};
 
 /// One frame of a call stack, as strace `-k` prints it:
 /// `/usr/lib/x86_64-linux-gnu/libglib-2.0.so.0(g_main_context_poll+0x2b1) [0x56f21]`.
@@ -94,7 +94,7 @@ impl Arms {
     /// The arms to take stacks of, with `hint_of` the hint judged at each site.
     pub fn of(hint_of: impl Fn(Site) -> Hint) -> Arms {
         let mut arms = [0; SITE_COUNT];
-        for info in readiness::SITES {
+        for info in catalogue::SITES {
             arms[info.site as usize] = match hint_of(info.site) {
                 Hint::Likely => stacks::arms::NOT_TAKEN,
                 Hint::Unlikely => stacks::arms::TAKEN,
@@ -106,7 +106,7 @@ impl Arms {
 
     /// The catalogue's hints.
     pub fn catalogue() -> Arms {
-        Arms::of(|site| readiness::info(site).hint)
+        Arms::of(|site| site.info().hint)
     }
 }
 
@@ -153,7 +153,7 @@ mod tests {
     #[test]
     fn hinted_sites_take_stacks_of_their_rare_arm_and_unhinted_of_both() {
         let arms = Arms::catalogue();
-        for info in readiness::SITES {
+        for info in catalogue::SITES {
             let expected = match info.hint {
                 Hint::Unlikely => stacks::arms::TAKEN,
                 Hint::Likely => stacks::arms::NOT_TAKEN,

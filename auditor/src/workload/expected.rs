@@ -1,10 +1,115 @@
-//! What a workload must count, worked out per step from what each call does — by hand, not
-//! with the predicates under test — so the probe is checked against numbers it did not make.
+//! What a workload must count, worked out per step from what each call does: a deliberate
+//! oracle, independent of the model under test. Nothing here calls `auditor_common`'s
+//! model or predicates; the counts are worked by hand from the kernel source for the calls
+//! each step makes, and fd allocation is replayed on a table of this module's own
+//! ([`Table`], written from fs/file.c apart from `auditor_common::fd`). The probe and the
+//! strace source are checked against numbers their shared model did not make.
 
 use auditor_common::{Counts, SITE_COUNT, SYSCALL_COUNT, Site, Syscall};
 
 use super::{Layout, PollStep, Step};
-use crate::readiness::{Recorder, fd::Task};
+
+/// The fd table as fs/file.c keeps it, for the oracle: which fds are open, where
+/// `alloc_fd` starts searching (`next_fd`), how large the table is (`max_fds`).
+#[derive(Clone, Debug)]
+struct Table {
+    open: Vec<bool>,
+    next_fd: u32,
+    max_fds: u32,
+    /// Other threads share the table (`files->count > 1`).
+    shared: bool,
+}
+
+impl Table {
+    /// fds 0..count open, the search starting after them, `max_fds` slots.
+    fn with_open_fds(count: u32, max_fds: u32) -> Table {
+        // A table holds its open fds: 64 slots, doubled as needed.
+        let max_fds = max_fds.max(count.next_power_of_two()).max(64);
+        let mut open = vec![false; max_fds as usize];
+        open[..count as usize].fill(true);
+        Table {
+            open,
+            next_fd: count,
+            max_fds,
+            shared: false,
+        }
+    }
+
+    fn is_open(&self, fd: u32) -> bool {
+        self.open.get(fd as usize).copied().unwrap_or(false)
+    }
+
+    /// The lowest fd that is not open.
+    fn lowest_free(&self) -> u32 {
+        (0..)
+            .find(|&fd| !self.is_open(fd))
+            .expect("some fd is free")
+    }
+
+    /// `alloc_fd(start, end)`, hand-worked: each pass of its `repeat` loop evaluates
+    /// `fd < max_fds` (then `find_next_fd`'s free fd in start's 64-fd word), `fd >= end`,
+    /// `fd >= max_fds` (the table then doubles past fd, and the loop repeats).
+    fn allocate(&mut self, expected: &mut Expected, start: u32, end: u64) -> Option<u32> {
+        loop {
+            let first = start.max(self.next_fd);
+            let below = first < self.max_fds;
+            expected.all(Site::FdBelowMax, 1, below);
+            let fd = if below {
+                let word_end = (first / 64 + 1) * 64;
+                let in_word = (first..word_end).find(|&fd| !self.is_open(fd));
+                expected.all(Site::FdFastPath, 1, in_word.is_some());
+                in_word.unwrap_or_else(|| {
+                    (word_end..self.max_fds)
+                        .find(|&fd| !self.is_open(fd))
+                        .unwrap_or(self.max_fds)
+                })
+            } else {
+                first
+            };
+            let over = u64::from(fd) >= end;
+            expected.all(Site::FdEmfile, 1, over);
+            if over {
+                return None;
+            }
+            let full = fd >= self.max_fds;
+            expected.all(Site::FdTableFull, 1, full);
+            if full {
+                // 64 -> 128 -> 256 ...: the smallest power of two above fd.
+                self.max_fds = (fd + 1).next_power_of_two();
+                self.open.resize(self.max_fds as usize, false);
+                continue;
+            }
+            if start <= self.next_fd {
+                self.next_fd = fd + 1;
+            }
+            self.open[fd as usize] = true;
+            return Some(fd);
+        }
+    }
+
+    /// An ordinary allocation (open, socket, dup, ...): from 0, no limit reached.
+    fn allocate_lowest(&mut self, expected: &mut Expected) -> u32 {
+        self.allocate(expected, 0, u64::MAX)
+            .expect("room for an fd")
+    }
+
+    /// close of an open fd: the search starts at it again if it is lower.
+    fn close(&mut self, fd: u32) {
+        if self.is_open(fd) {
+            self.open[fd as usize] = false;
+            self.next_fd = self.next_fd.min(fd);
+        }
+    }
+
+    /// The child's table after fork: the same open fds, the search from 0, its own.
+    fn fork(&self) -> Table {
+        Table {
+            next_fd: 0,
+            shared: false,
+            ..self.clone()
+        }
+    }
+}
 
 /// Expected counts of one process of a workload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -49,26 +154,13 @@ impl Expected {
         );
     }
 
-    /// Allocations replayed on the readiness core's model of the fd table: for fd
-    /// allocation the model is the oracle.
-    fn allocations(
-        &mut self,
-        task: &mut Task,
-        calls: u32,
-        allocate: impl Fn(&mut Task, &mut Recorder),
-    ) {
-        let mut recorder = Recorder::default();
-        for _ in 0..calls {
-            allocate(task, &mut recorder);
-        }
-        for site in [
-            Site::FdBelowMax,
-            Site::FdFastPath,
-            Site::FdTableFull,
-            Site::FdEmfile,
-        ] {
-            self.sites[site as usize].add(&recorder.counts(site));
-        }
+    /// `calls` dup2 calls, `same` of them with newfd == oldfd (returned at once), the
+    /// others going on to ksys_dup3, which finds two fds.
+    fn dup2s(&mut self, calls: u32, same: u32) {
+        let (calls, same) = (u64::from(calls), u64::from(same));
+        self.calls[Syscall::Dup2 as usize] += calls;
+        self.add(Site::Dup2SameFd, same, calls - same, 0);
+        self.add(Site::Dup3SameFd, 0, calls - same, 0);
     }
 
     /// `count` fd lookups, on a table that other threads share when `shared`.
@@ -76,8 +168,8 @@ impl Expected {
         self.all(Site::FgetTableShared, count, shared);
     }
 
-    fn step(&mut self, step: &Step, layout: &Layout, task: &mut Task) {
-        let shared = task.shared;
+    fn step(&mut self, step: &Step, layout: &Layout, table: &mut Table) {
+        let shared = table.shared;
         match *step {
             Step::Select {
                 syscall,
@@ -217,33 +309,32 @@ impl Expected {
                 // A close of fd -1 fails with EBADF before the branch.
                 self.all(Site::CloseOk, u64::from(ok), true);
                 // Each ok close is of a file opened for it.
-                self.allocations(task, ok, |task, recorder| {
-                    let fd = task.open(recorder).expect("room for an fd");
-                    task.close(fd);
-                });
+                for _ in 0..ok {
+                    let fd = table.allocate_lowest(self);
+                    table.close(fd);
+                }
             }
             Step::Open { calls } => {
                 self.calls[Syscall::Openat as usize] += u64::from(calls);
-                self.allocations(task, calls, |task, recorder| {
-                    task.open(recorder).expect("room for an fd");
-                });
+                for _ in 0..calls {
+                    table.allocate_lowest(self);
+                }
             }
             Step::OpenMissing { calls } => {
                 self.calls[Syscall::Openat as usize] += u64::from(calls);
                 // The fd is allocated, then released when the path is not found.
-                self.allocations(task, calls, |task, recorder| {
-                    let fd = task.open(recorder).expect("room for an fd");
-                    task.close(fd);
-                });
+                for _ in 0..calls {
+                    let fd = table.allocate_lowest(self);
+                    table.close(fd);
+                }
             }
             Step::OpenOverLimit { calls } => {
                 self.calls[Syscall::Openat as usize] += u64::from(calls);
                 // The limit is the first free fd: the search finds it and it is past `end`.
-                self.allocations(task, calls, |task, recorder| {
-                    let end = u64::from(task.next_free());
-                    let result = task.alloc_fd(recorder, 0, end);
-                    assert!(result.is_err(), "EMFILE expected");
-                });
+                for _ in 0..calls {
+                    let end = u64::from(table.lowest_free());
+                    assert_eq!(table.allocate(self, 0, end), None, "EMFILE expected");
+                }
             }
             Step::Pipe { calls } | Step::SocketPair { calls } => {
                 let syscall = if matches!(step, Step::Pipe { .. }) {
@@ -253,39 +344,54 @@ impl Expected {
                 };
                 self.calls[syscall as usize] += u64::from(calls);
                 // Two allocations a call, both kept.
-                self.allocations(task, 2 * calls, |task, recorder| {
-                    task.open(recorder).expect("room for an fd");
-                });
+                for _ in 0..2 * calls {
+                    table.allocate_lowest(self);
+                }
             }
             Step::AcceptNone { calls } => {
                 self.calls[Syscall::Socket as usize] += 1;
                 self.calls[Syscall::Accept4 as usize] += u64::from(calls);
-                self.allocations(task, 1, |task, recorder| {
-                    task.open(recorder).expect("room for an fd");
-                });
+                table.allocate_lowest(self);
                 // Each accept allocates the fd, finds no connection and releases it.
-                self.allocations(task, calls, |task, recorder| {
-                    let fd = task.open(recorder).expect("room for an fd");
-                    task.close(fd);
-                });
+                for _ in 0..calls {
+                    let fd = table.allocate_lowest(self);
+                    table.close(fd);
+                }
             }
             Step::Dup { calls } => {
                 self.calls[Syscall::Dup as usize] += u64::from(calls);
-                self.allocations(task, calls, |task, recorder| {
-                    task.open(recorder).expect("room for an fd");
-                });
+                for _ in 0..calls {
+                    table.allocate_lowest(self);
+                }
             }
             Step::DupFd { calls, start } => {
                 self.calls[Syscall::Fcntl as usize] += u64::from(calls);
-                self.allocations(task, calls, |task, recorder| {
-                    let end = task.nofile;
-                    task.alloc_fd(recorder, start, end).expect("room for an fd");
-                });
+                for _ in 0..calls {
+                    table
+                        .allocate(self, start, u64::MAX)
+                        .expect("room for an fd");
+                }
             }
             Step::CloseFd { fd } => {
                 self.calls[Syscall::Close as usize] += 1;
                 self.all(Site::CloseOk, 1, true);
-                task.close(fd);
+                table.close(fd);
+            }
+            Step::Dup2 { calls, same } => self.dup2s(calls, same),
+            Step::Dup3 {
+                calls,
+                same,
+                bad_flags,
+            } => {
+                self.calls[Syscall::Dup3 as usize] += u64::from(calls);
+                // The flags are checked before the fds (and refuse the call).
+                let reached = u64::from(calls - bad_flags);
+                self.add(
+                    Site::Dup3SameFd,
+                    u64::from(same),
+                    reached - u64::from(same),
+                    0,
+                );
             }
             Step::Wait => {
                 // One read of the line on stdin.
@@ -304,7 +410,12 @@ impl Expected {
 /// What each process of the workload must count: index 0 is the process started, index i
 /// the child created by the i-th `fork`.
 pub fn expected(steps: &[Step]) -> Vec<Expected> {
-    expected_on_table(steps, Layout::of(steps).max_fds())
+    let layout = Layout::of(steps);
+    let mut processes = expected_on_table(steps, layout.max_fds());
+    // The set-up after exec places the layout's fds with `highest_pool_fd` dup2 calls,
+    // each of two fds (see `run::Fds::open`).
+    processes[0].dup2s(layout.highest_pool_fd as u32, 0);
+    processes
 }
 
 /// [`expected`], for a workload whose fd table has `max_fds` slots after set-up: a table
@@ -315,23 +426,22 @@ pub fn expected_on_table(steps: &[Step], max_fds: u32) -> Vec<Expected> {
     let mut processes = vec![Expected::default()];
     // The table after set-up: fds 0 up to the layout's last open, the search starting
     // right after. No test allocates near RLIMIT_NOFILE.
-    let mut task = Task::with_open_fds(layout.not_open() as u32, u64::MAX);
-    task.grow_to(max_fds);
+    let mut table = Table::with_open_fds(layout.not_open() as u32, max_fds);
     for step in steps {
         match step {
             // A forked child has a table of its own (next_fd back at 0).
             Step::Fork => {
                 processes.push(Expected::default());
-                task = task.fork();
+                table = table.fork();
             }
             // The steps after `thread` run in a second thread sharing the table.
-            Step::Thread => task.shared = true,
+            Step::Thread => table.shared = true,
             // The main thread is gone: the table is the remaining thread's alone.
-            Step::LeaderExit => task.shared = false,
+            Step::LeaderExit => table.shared = false,
             step => processes
                 .last_mut()
                 .expect("never empty")
-                .step(step, &layout, &mut task),
+                .step(step, &layout, &mut table),
         }
     }
     processes

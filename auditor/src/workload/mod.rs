@@ -23,6 +23,11 @@
 //! - `open-enoent:CALLS`: opens of a missing path (the fd is allocated, then released).
 //! - `open-emfile:CALLS`: opens with RLIMIT_NOFILE lowered to the first free fd (EMFILE).
 //! - `close-fd:FD`: close of one fd the workload opened.
+//! - `dup2:CALLS:SAME`: dup2 calls, SAME of them of fd 3 onto itself, the others of fd 3
+//!   onto fd 4 (which stays open: the fd table does not change).
+//! - `dup3:CALLS:SAME[:BADFLAGS]`: dup3 calls, SAME of them of fd 3 onto itself (EINVAL),
+//!   BADFLAGS of them of fd 3 onto itself with a flag dup3 refuses first (EINVAL), the
+//!   others of fd 3 onto fd 4.
 //! - `accept-eagain:CALLS`: a listening socket on 127.0.0.1, then accepts with nothing to
 //!   accept (EAGAIN, after the fd was allocated).
 //! - `pipe:CALLS`, `socketpair:CALLS`: pipe2 and socketpair calls, two fds each, kept open.
@@ -141,6 +146,18 @@ pub enum Step {
     /// close of one fd the workload opened.
     CloseFd {
         fd: u32,
+    },
+    /// dup2 calls, `same` of them with newfd == oldfd.
+    Dup2 {
+        calls: u32,
+        same: u32,
+    },
+    /// dup3 calls, `same` of them with newfd == oldfd, `bad_flags` of them refused for
+    /// their flags first.
+    Dup3 {
+        calls: u32,
+        same: u32,
+        bad_flags: u32,
     },
     /// A non-blocking listening socket on 127.0.0.1, then accepts with no connection
     /// pending (EAGAIN: the fd is allocated, then released).
@@ -332,6 +349,24 @@ impl FromStr for Step {
                     _ => Step::OpenMissing { calls },
                 }
             }
+            "dup2" | "dup3" => {
+                f.at_most(if kind == "dup2" { 2 } else { 3 })?;
+                let calls: u32 = f.number(0, "CALLS", None)?;
+                let same: u32 = f.number(1, "SAME", None)?;
+                let bad_flags: u32 = f.number(2, "BADFLAGS", Some(0))?;
+                if u64::from(same) + u64::from(bad_flags) > u64::from(calls) {
+                    return Err(f.error("SAME and BADFLAGS add up to more than CALLS"));
+                }
+                if kind == "dup2" {
+                    Step::Dup2 { calls, same }
+                } else {
+                    Step::Dup3 {
+                        calls,
+                        same,
+                        bad_flags,
+                    }
+                }
+            }
             "dupfd" => {
                 f.at_most(2)?;
                 Step::DupFd {
@@ -451,6 +486,12 @@ impl fmt::Display for Step {
             Step::Dup { calls } => write!(f, "dup:{calls}"),
             Step::DupFd { calls, start } => write!(f, "dupfd:{calls}:{start}"),
             Step::CloseFd { fd } => write!(f, "close-fd:{fd}"),
+            Step::Dup2 { calls, same } => write!(f, "dup2:{calls}:{same}"),
+            Step::Dup3 {
+                calls,
+                same,
+                bad_flags,
+            } => write!(f, "dup3:{calls}:{same}:{bad_flags}"),
             Step::AcceptNone { calls } => write!(f, "accept-eagain:{calls}"),
             Step::Pipe { calls } => write!(f, "pipe:{calls}"),
             Step::SocketPair { calls } => write!(f, "socketpair:{calls}"),
@@ -547,7 +588,7 @@ mod tests {
         let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-sparse:2:300 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
                     epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
-                    close:3:1 open:2 open-enoent:1 open-emfile:2 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 close-fd:70 fork thread wait \
+                    close:3:1 open:2 open-enoent:1 open-emfile:2 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 close-fd:70 dup2:3:1 dup3:4:1:2 fork thread wait \
                     sleep:5";
         let steps = parse(text).unwrap();
         let written: Vec<String> = steps.iter().map(Step::to_string).collect();

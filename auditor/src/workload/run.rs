@@ -144,6 +144,24 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
                 // SAFETY: fd 3 is the workload's; the new fds stay open.
                 unsafe { libc::syscall(libc::SYS_dup, 3) }
             }),
+            Step::Dup2 { calls, same } => {
+                // dup2(3, 3) returns 3; dup2(3, 4) replaces fd 4 by a copy of fd 3.
+                repeat(same, None, || dup(libc::SYS_dup2, 3, 0))?;
+                repeat(calls - same, None, || dup(libc::SYS_dup2, 4, 0))
+            }
+            Step::Dup3 {
+                calls,
+                same,
+                bad_flags,
+            } => {
+                repeat(same, Some(libc::EINVAL), || dup(libc::SYS_dup3, 3, 0))?;
+                repeat(bad_flags, Some(libc::EINVAL), || {
+                    dup(libc::SYS_dup3, 3, libc::O_NONBLOCK)
+                })?;
+                repeat(calls - same - bad_flags, None, || {
+                    dup(libc::SYS_dup3, 4, libc::O_CLOEXEC)
+                })
+            }
             Step::DupFd { calls, start } => repeat(calls, None, || {
                 // SAFETY: as above.
                 unsafe { libc::syscall(libc::SYS_fcntl, 3, libc::F_DUPFD, start) }
@@ -225,29 +243,36 @@ struct Fds {
 
 impl Fds {
     fn open(layout: &Layout) -> anyhow::Result<Fds> {
+        // Inherited fds past 2 would change where allocations land.
+        // SAFETY: closes fds nothing in this process uses.
+        let closed = unsafe { libc::syscall(libc::SYS_close_range, 3, u32::MAX, 0) };
+        ensure!(closed == 0, "close_range failed");
         // dup2 places every fd exactly, whatever the workload inherited, and does not go
-        // through fd allocation.
+        // through fd allocation. /dev/null opens as fd 3, or as one of 0-2 when closed.
         let null = std::fs::File::open("/dev/null")?.into_raw_fd();
+        let dup2 = |fd: RawFd| -> anyhow::Result<()> {
+            // SAFETY: dup2 onto an fd number this process owns from now on.
+            let placed = unsafe { libc::syscall(libc::SYS_dup2, null, fd) };
+            ensure!(placed == libc::c_long::from(fd), "dup2 to {fd} failed");
+            Ok(())
+        };
+        let mut kept = 0;
         for fd in 0..=layout.highest_pool_fd {
             // Fds 0-2 stay as inherited when open (a run without stdin has them closed).
             // SAFETY: F_GETFD only reads the fd's flags.
             let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;
-            if fd != null && (fd >= 3 || !open) {
-                // SAFETY: dup2 onto an fd number this process owns from now on.
-                ensure!(unsafe { libc::dup2(null, fd) } == fd, "dup2 to {fd} failed");
+            if fd < 3 && open {
+                kept += 1;
+            } else if fd != null {
+                dup2(fd)?;
             }
         }
-        // Inherited fds past the layout would change where allocations land.
-        // SAFETY: closes fds nothing in this process uses.
-        let closed = unsafe {
-            libc::syscall(
-                libc::SYS_close_range,
-                layout.highest_pool_fd + 1,
-                u32::MAX,
-                0,
-            )
-        };
-        ensure!(closed == 0, "close_range failed");
+        // One more dup2 for each of fds 0-2 kept as inherited: the set-up then makes
+        // `highest_pool_fd` dup2 calls, each of two fds, whatever it inherited (the counts
+        // `workload::expected` gives its exec).
+        for _ in 0..kept {
+            dup2(layout.highest_pool_fd)?;
+        }
         let epoll = layout.epoll.then(ready_epoll).transpose()?;
         // An allocation and its release leave next_fd at the first fd past the layout,
         // whatever fd the first open got.
@@ -352,6 +377,13 @@ fn repeat(calls: u32, errno: Option<i32>, call: impl Fn() -> libc::c_long) -> an
         );
     }
     Ok(())
+}
+
+/// dup2 or dup3 (dup2 ignores `flags`) of fd 3 onto `newfd`, 3 or 4.
+fn dup(syscall: libc::c_long, newfd: RawFd, flags: libc::c_int) -> libc::c_long {
+    // SAFETY: fds 3 and 4 are the workload's own, both /dev/null: a copy of fd 3 onto fd
+    // 4 replaces one with the other.
+    unsafe { libc::syscall(syscall, 3, newfd, flags) }
 }
 
 /// Milliseconds as a timespec, NULL for a negative timeout.

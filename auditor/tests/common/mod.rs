@@ -139,7 +139,7 @@ pub fn assert_exact(tally: &Tally, steps: &str, first: u32, start: Start) {
     assert_eq!(tally.missed_probe_runs(), 0);
     let calls: BTreeMap<&str, u64> = tally.calls().collect();
     for syscall in Syscall::ALL {
-        if start == Start::Exec && auditor_common::fd::ALLOCATING.contains(&syscall) {
+        if start == Start::Exec && auditor_common::syscalls::ALLOCATING.contains(&syscall) {
             continue;
         }
         let want: u64 = expected.iter().map(|e| e.calls(syscall)).sum();

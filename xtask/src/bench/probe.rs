@@ -146,7 +146,7 @@ impl Config {
 
 /// The syscalls `auditor strace` traces (the fixtures' list and the execs).
 fn strace_set() -> String {
-    format!("{},execve", fixtures::TRACED)
+    format!("{},execve", fixtures::traced())
 }
 
 struct Tools {

@@ -1,16 +1,19 @@
-//! Decoding strace's rendering of arguments into the readiness core's call records: pollfd
-//! arrays (with revents from the decoded return), fd_sets, timeouts, signal masks. What
-//! strace did not print (an address instead of a value, an array cut with `...`) is
-//! decoded as unknown, never guessed.
+//! Decoding strace's rendering of arguments into the model's call records
+//! (`auditor_common`'s `SelectCall`, `PollCall`, ...): pollfd arrays (with revents from the
+//! decoded return), timeouts, signal masks, dup's fds and flags. What strace did not print
+//! (an address instead of a value, an array cut with `...`) is decoded as unknown, never
+//! guessed.
 
 use auditor_common::{
+    dup,
+    epoll::EpollWaitCall,
     errno,
-    poll::PollFd,
+    poll::{EntryScan, PollCall, PollFd},
     prelude::{Prelude, SIGSET_SIZE, Timeout},
+    select::SelectCall,
 };
 
 use super::{line, records::Record};
-use crate::readiness::{epoll::EpollWaitCall, poll::PollCall, select::SelectCall};
 
 /// Why a call's line cannot be decoded into a call record.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -213,8 +216,8 @@ fn apply_revents(entries: &mut [PollFd], detail: &str) -> Option<usize> {
     Some(known)
 }
 
-/// poll and ppoll.
-pub fn poll(record: &Record<&str>) -> Result<PollCall, Undecodable> {
+/// poll and ppoll: the call, and its entries as the scan left them (None: not printed).
+pub fn poll(record: &Record<&str>) -> Result<(PollCall, Option<EntryScan>), Undecodable> {
     let [fds, nfds, time, mask, size] = first_args(record.args);
     let nfds = number(nfds, "nfds")?;
     let (timeout, prelude) = if record.name == "poll" {
@@ -251,34 +254,31 @@ pub fn poll(record: &Record<&str>) -> Result<PollCall, Undecodable> {
             None => 0,
         };
     }
-    Ok(PollCall {
+    let scan = entries.map(|entries| {
+        let mut scan = EntryScan::default();
+        for (index, entry) in entries.into_iter().enumerate() {
+            if index < revents_known {
+                scan.push(entry);
+            } else {
+                scan.push_without_revents(entry.fd);
+            }
+        }
+        scan
+    });
+    let call = PollCall {
         nfds,
         prelude,
         timeout,
-        entries,
-        revents_known,
         ret: ret.unwrap_or(0),
-    })
-}
-
-/// `[3 4 5]` → words of set bits, `NULL` → no fds; None for an address.
-fn fd_set(text: &str, words: &mut [u64]) -> Option<()> {
-    if text == "NULL" {
-        return Some(());
-    }
-    let inner = text.strip_prefix('[')?.strip_suffix(']')?;
-    for item in inner.split_whitespace() {
-        let fd = fd(item)? as usize;
-        if let Some(word) = words.get_mut(fd / 64) {
-            *word |= 1 << (fd % 64);
-        }
-    }
-    Some(())
+    };
+    Ok((call, scan))
 }
 
 /// select and pselect6.
 pub fn select(record: &Record<&str>) -> Result<SelectCall, Undecodable> {
-    let [n, read, write, except, time, pack] = first_args(record.args);
+    // The fd_sets do not matter: without the table's max_fds, the n the walk uses is
+    // unknown (see `auditor_common::select::select`).
+    let [n, _, _, _, time, pack] = first_args(record.args);
     let n: i32 = number(n, "n")?;
     let timeval = record.name == "select";
     let timeout = timeout(arg(time, "timeout")?, timeval);
@@ -303,15 +303,11 @@ pub fn select(record: &Record<&str>) -> Result<SelectCall, Undecodable> {
         Some(ret) => ret,
         None => could_wait(timeout).map(|()| 0)?,
     };
-    let mut words = vec![0u64; (n.max(0) as usize).div_ceil(64)];
-    let readable = [read, write, except]
-        .into_iter()
-        .all(|set| set.is_some_and(|set| fd_set(set, &mut words).is_some()));
     Ok(SelectCall {
         n,
         prelude,
         timeout,
-        words: readable.then_some(words),
+        max_fds: None,
         ret,
     })
 }
@@ -365,6 +361,58 @@ pub fn close(record: &Record<&str>) -> Result<(i32, i64), Undecodable> {
     Ok((fd, ret))
 }
 
+/// An fd argument of dup2 or dup3 (`3`, `3</dev/null>`), as the `unsigned int` the
+/// kernel takes.
+fn unsigned_fd(text: Option<&str>, what: &'static str) -> Result<u32, Undecodable> {
+    let text = arg(text, what)?;
+    fd(text)
+        .map(|fd| fd as u32)
+        .ok_or_else(|| Undecodable::Number {
+            what,
+            text: text.to_string(),
+        })
+}
+
+/// dup2: `oldfd`, `newfd`.
+pub fn dup2(record: &Record<&str>) -> Result<(u32, u32), Undecodable> {
+    let [old, new] = first_args(record.args);
+    Ok((unsigned_fd(old, "oldfd")?, unsigned_fd(new, "newfd")?))
+}
+
+/// dup3: `oldfd`, `newfd`, `flags` (`0`, `O_CLOEXEC`, or a number).
+pub fn dup3(record: &Record<&str>) -> Result<(u32, u32, u32), Undecodable> {
+    let [old, new, flags_text] = first_args(record.args);
+    let text = arg(flags_text, "flags")?;
+    let mut flags = 0u32;
+    for flag in text.split('|') {
+        flags |= match flag {
+            "O_CLOEXEC" => dup::O_CLOEXEC,
+            number => parse_int(number).ok_or_else(|| Undecodable::Number {
+                what: "flags",
+                text: text.to_string(),
+            })?,
+        };
+    }
+    Ok((
+        unsigned_fd(old, "oldfd")?,
+        unsigned_fd(new, "newfd")?,
+        flags,
+    ))
+}
+
+/// `0x80000`, `0200000` or `524288`.
+fn parse_int(text: &str) -> Option<u32> {
+    if let Some(hex) = text.strip_prefix("0x") {
+        u32::from_str_radix(hex, 16).ok()
+    } else if text.len() > 1
+        && let Some(octal) = text.strip_prefix('0')
+    {
+        u32::from_str_radix(octal, 8).ok()
+    } else {
+        text.parse::<i64>().ok().map(|n| n as u32)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,31 +427,28 @@ mod tests {
 
     #[test]
     fn poll_with_revents() {
-        let call = poll(&record(
+        let (call, entries) = poll(&record(
             "poll([{fd=-1}, {fd=73, events=POLLIN}, {fd=5</dev/null>, events=POLLIN}], 3, 0) = 2 ([{fd=73, revents=POLLNVAL}, {fd=5, revents=POLLIN}]) <0.000078>",
         ))
         .unwrap();
-        let entries = call.entries.unwrap();
+        let entries = entries.unwrap();
         assert_eq!(
-            entries
-                .iter()
-                .map(|e| (e.fd, e.revents))
-                .collect::<Vec<_>>(),
-            [(-1, 0), (73, 0x20), (5, 1)]
+            (entries.read, entries.negative, entries.not_open),
+            (3, 1, 1)
         );
+        assert_eq!(entries.revents_unknown, 0);
         assert_eq!((call.nfds, call.timeout, call.ret), (3, Timeout::Zero, 2));
-        assert_eq!(call.revents_known, 3);
         // A list strace cut short: revents known up to the last entry it printed.
-        let call = poll(&record(
+        let (_, entries) = poll(&record(
             "poll([{fd=3, events=POLLIN}, {fd=4, events=POLLIN}, {fd=5, events=POLLIN}], 3, 0) = 3 ([{fd=3, revents=POLLIN}, ...])",
         ))
         .unwrap();
-        assert_eq!(call.revents_known, 1);
+        assert_eq!(entries.unwrap().revents_unknown, 2);
     }
 
     #[test]
     fn ppoll_timeouts_and_unreadable_arrays() {
-        let call = poll(&record(
+        let (call, _) = poll(&record(
             "ppoll([{fd=3</dev/null>, events=POLLIN}], 1, {tv_sec=0, tv_nsec=5000000}, NULL, 8) = 1 ([{fd=3, revents=POLLIN}], left {tv_sec=0, tv_nsec=4998922})",
         ))
         .unwrap();
@@ -411,15 +456,15 @@ mod tests {
             (call.timeout, call.prelude),
             (Timeout::Positive, Prelude::Passes)
         );
-        let call = poll(&record("poll(0x10, 3, 0) = -1 EFAULT (Bad address)")).unwrap();
-        assert_eq!((call.entries, call.ret), (None, -errno::EFAULT));
+        let (call, entries) = poll(&record("poll(0x10, 3, 0) = -1 EFAULT (Bad address)")).unwrap();
+        assert_eq!((entries, call.ret), (None, -errno::EFAULT));
         // Cut short by strace: entries unknown.
-        let call = poll(&record(
+        let (_, entries) = poll(&record(
             "poll([{fd=3, events=POLLIN}, ...], 40, 0) = 0 (Timeout)",
         ))
         .unwrap();
-        assert_eq!(call.entries, None);
-        let call = poll(&record("poll([{fd=3, events=POLLIN}], 1, -1) = ? ERESTART_RESTARTBLOCK (Interrupted by signal)")).unwrap();
+        assert_eq!(entries, None);
+        let (call, _) = poll(&record("poll([{fd=3, events=POLLIN}], 1, -1) = ? ERESTART_RESTARTBLOCK (Interrupted by signal)")).unwrap();
         assert_eq!(
             (call.timeout, call.ret),
             (Timeout::Infinite, -errno::ERESTART_RESTARTBLOCK)
@@ -436,7 +481,6 @@ mod tests {
             (call.n, call.timeout, call.prelude),
             (5, Timeout::Infinite, Prelude::Passes)
         );
-        assert_eq!(call.words, Some(vec![0b11000]));
         let call = select(&record(
             "select(-1, 0x560058ac0bc0, NULL, NULL, {tv_sec=0, tv_usec=0}) = -1 EINVAL (Invalid argument)",
         ))
@@ -483,6 +527,34 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((call.events, call.ret), (0x7ffd0, -errno::EBADF));
+    }
+
+    #[test]
+    fn dups() {
+        assert_eq!(
+            dup2(&record("dup2(3</dev/null>, 3</dev/null>) = 3")),
+            Ok((3, 3))
+        );
+        assert_eq!(
+            dup2(&record("dup2(-1, 4) = -1 EBADF (Bad file descriptor)")),
+            Ok((u32::MAX, 4))
+        );
+        assert_eq!(
+            dup3(&record("dup3(3, 5, O_CLOEXEC) = 5")),
+            Ok((3, 5, dup::O_CLOEXEC))
+        );
+        assert_eq!(
+            dup3(&record("dup3(3, 3, 0) = -1 EINVAL (Invalid argument)")),
+            Ok((3, 3, 0))
+        );
+        assert_eq!(
+            dup3(&record(
+                "dup3(3, 3, O_CLOEXEC|0x4) = -1 EINVAL (Invalid argument)"
+            )),
+            Ok((3, 3, dup::O_CLOEXEC | 4))
+        );
+        assert!(dup3(&record("dup3(3, 3) = -1 EINVAL (Invalid argument)")).is_err());
+        assert!(dup2(&record("dup2(x, 3) = 3")).is_err());
     }
 
     #[test]

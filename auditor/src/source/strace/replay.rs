@@ -8,14 +8,19 @@ use std::{
     path::Path,
 };
 
-use auditor_common::{Counts, Evaluation, SYSCALL_COUNT, Site, Syscall};
+use auditor_common::{
+    Counts, Evaluation, SYSCALL_COUNT, Site, Syscall,
+    catalogue::{self, Counters, Decided, Recorder, Unit},
+    close, dup, epoll,
+    fd::Unseen,
+    poll, select,
+};
 
 use super::{
     decode,
     records::{Item, NoEnd, PidMap, Record, Records, Start, Started, stitch},
 };
 use crate::{
-    readiness::{self, Decided, Recorder, Unit},
     stacks::Frame,
     tally::{Process, Tally},
 };
@@ -23,7 +28,7 @@ use crate::{
 /// Sites a log decides: every one but those that need the task's fd table, which a log
 /// does not show.
 pub fn decides(site: Site) -> bool {
-    readiness::info(site).decided != Decided::TaskState
+    site.info().decided != Decided::TaskState
 }
 
 /// At most this many unparsed lines are quoted in the notes (all are counted).
@@ -33,16 +38,16 @@ const QUOTED: usize = 10;
 /// log's lines come in runs from one thread: the one used last is found without a search.
 #[derive(Default)]
 struct Recorders {
-    list: Vec<(Process, Recorder)>,
+    list: Vec<(Process, Counters)>,
     /// Indexes into `list` by pid (one per command name the pid ran under).
     index: HashMap<u32, Vec<usize>>,
     last: usize,
 }
 
 impl Recorders {
-    fn of(&mut self, pid: u32, comm: &str) -> &mut Recorder {
+    fn of(&mut self, pid: u32, comm: &str) -> &mut Counters {
         // Names compared inline: a memcmp call per line cost a third of ingest's time.
-        let is = |(process, _): &(Process, Recorder)| {
+        let is = |(process, _): &(Process, Counters)| {
             process.pid == pid
                 && process.comm.len() == comm.len()
                 && process.comm.bytes().zip(comm.bytes()).all(|(a, b)| a == b)
@@ -56,7 +61,7 @@ impl Recorders {
                         pid,
                         comm: comm.to_string(),
                     };
-                    self.list.push((process, Recorder::default()));
+                    self.list.push((process, Counters::default()));
                     indexes.push(self.list.len() - 1);
                     self.list.len() - 1
                 }
@@ -88,7 +93,7 @@ pub struct Replay {
     /// name the code that made it.
     stacks: bool,
     /// What the call replayed last counted, while its frames may still follow.
-    last_call: Option<Recorder>,
+    last_call: Option<Counters>,
     /// The frames of that call so far.
     last_frames: Vec<Frame>,
     /// Counts per site and call stack.
@@ -127,35 +132,38 @@ impl Replay {
             return;
         };
         let (pid, comm) = (record.pid.unwrap_or(0), record.comm);
-        let mut call = self.stacks.then(Recorder::default);
+        let mut call = self.stacks.then(Counters::default);
         let recorder = match call.as_mut() {
             Some(call) => call,
             None => self.recorders.of(pid, comm),
         };
+        // The model of each call strace decodes; a log shows no task state.
         let decoded = match syscall {
-            Syscall::Poll | Syscall::Ppoll => {
-                decode::poll(record).map(|call| readiness::poll::poll(recorder, None, &call))
-            }
+            Syscall::Poll | Syscall::Ppoll => decode::poll(record)
+                .map(|(call, entries)| poll::poll(recorder, &call, || entries, &Unseen)),
             Syscall::Select | Syscall::Pselect6 => {
-                decode::select(record).map(|call| readiness::select::select(recorder, None, &call))
+                decode::select(record).map(|call| select::select(recorder, &call, None, &Unseen))
             }
             Syscall::EpollWait | Syscall::EpollPwait | Syscall::EpollPwait2 => {
-                decode::epoll_wait(record).map(|call| readiness::epoll::epoll_wait(recorder, &call))
+                decode::epoll_wait(record).map(|call| epoll::epoll_wait(recorder, &call))
             }
-            Syscall::Close => decode::close(record)
-                .map(|(fd, ret)| readiness::close::close(recorder, None, fd, ret)),
-            // The fd-table sites: a log does not show the table (see `decides`).
+            Syscall::Close => decode::close(record).map(|(_, ret)| {
+                close::close(recorder, ret);
+            }),
+            Syscall::Dup2 => decode::dup2(record).map(|(old, new)| dup::dup2(recorder, old, new)),
+            Syscall::Dup3 => {
+                decode::dup3(record).map(|(old, new, flags)| dup::dup3(recorder, old, new, flags))
+            }
+            // Not in the log (see `LOGGED`): the fd-table sites need the table.
             _ => return,
         };
         self.calls[syscall as usize] += 1;
         if let Err(why) = decoded {
             // Counted where the call would be: unreadable at each site it reaches once.
-            for site in readiness::SITES {
-                if site.unit == Unit::Call
-                    && decides(site.site)
-                    && site.syscalls.contains(&record.name)
+            for site in catalogue::SITES {
+                if site.unit == Unit::Call && decides(site.site) && site.syscalls.contains(&syscall)
                 {
-                    recorder.record(site, Evaluation::Undecided, 1);
+                    recorder.record(site.site, Evaluation::Undecided);
                 }
             }
             let why = format!("`{}`: {why}", record.name);
@@ -197,7 +205,7 @@ impl Replay {
             return;
         }
         for site in Site::ALL {
-            let counts = call.counts(site);
+            let counts = call.get(site);
             if counts.total() > 0 {
                 let key = (site, frames.clone());
                 self.call_stacks.entry(key).or_default().add(&counts);
@@ -476,7 +484,7 @@ impl Replay {
                 comm: leader.unwrap_or(&thread.comm).to_string(),
             };
             for site in Site::ALL.into_iter().filter(|&site| decides(site)) {
-                let counts = recorder.counts(site);
+                let counts = recorder.get(site);
                 if counts.total() > 0 {
                     tally.add(process.clone(), site, &counts);
                 }

@@ -21,6 +21,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use auditor_common::syscalls::LOGGED;
 use nix::{sys::signal::Signal, unistd::Pid};
 
 use super::replay::Replay;
@@ -30,11 +31,14 @@ use crate::{
     trace,
 };
 
-/// The syscalls whose lines the strace source decodes, the clones that say which threads
-/// belong to which process, and the execs that show the command started (`xtask
-/// record-fixtures` records the same list but the execs).
-pub const TRACED: &str = "trace=poll,ppoll,select,pselect6,epoll_wait,epoll_pwait,\
-                          epoll_pwait2,close,clone,clone3,execve";
+/// strace's `-e trace=` list: the syscalls whose lines the strace source decodes (the
+/// syscall table's logged ones), the clones that say which threads belong to which
+/// process, and the execs that show the command started (`xtask record-fixtures` records
+/// the same list but the execs).
+pub fn traced() -> String {
+    let logged: Vec<&str> = LOGGED.iter().map(|syscall| syscall.name()).collect();
+    format!("trace={},clone,clone3,execve", logged.join(","))
+}
 
 /// What strace traces.
 #[derive(Clone, Debug)]
@@ -87,7 +91,17 @@ pub fn run(
     .map_err(std::io::Error::from)?;
     let mut command = Command::new("strace");
     command
-        .args(["-f", "-Y", "-qq", "-v", "-s", "65536", "-e", TRACED, "-o"])
+        .args([
+            "-f",
+            "-Y",
+            "-qq",
+            "-v",
+            "-s",
+            "65536",
+            "-e",
+            &traced(),
+            "-o",
+        ])
         .arg(&fifo)
         .env("LANG", "C")
         .env("LC_ALL", "C");

@@ -1,0 +1,667 @@
+//! The catalogue: every branch site the auditor counts, declared once as one row each.
+//! [`Site`], its order, [`SITE_COUNT`] and [`SITES`] are derived from the rows.
+//!
+//! The model of the kernel path (the `select`, `poll`, `epoll`, `close`, `fd` and `dup`
+//! modules) writes each catalogued branch with [`likely!`], [`unlikely!`] or [`branch!`]
+//! naming its site: the macro checks at compile time that the hint written at the branch
+//! is the row's, and hands the outcome to a [`Recorder`] — the probe's per-process row in
+//! the kernel, a tally of counts in user space. The probe and the strace source run the
+//! same model functions, so they cannot disagree about the kernel's order of evaluation.
+
+use crate::{Counts, Evaluation, Syscall};
+
+/// A branch hint as written in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "user",
+    derive(serde::Serialize, schemars::JsonSchema),
+    serde(rename_all = "lowercase")
+)]
+pub enum Hint {
+    Likely,
+    Unlikely,
+    None,
+}
+
+impl Hint {
+    /// The hint on the other arm of the branch.
+    pub const fn opposite(self) -> Hint {
+        match self {
+            Hint::Likely => Hint::Unlikely,
+            Hint::Unlikely => Hint::Likely,
+            Hint::None => Hint::None,
+        }
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Hint::Likely => "likely",
+            Hint::Unlikely => "unlikely",
+            Hint::None => "none",
+        }
+    }
+
+    /// Whether `self` is `other`, usable in constants.
+    pub const fn is(self, other: Hint) -> bool {
+        self as u8 == other as u8
+    }
+}
+
+/// What one evaluation of a site is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "user",
+    derive(serde::Serialize, schemars::JsonSchema),
+    serde(rename_all = "snake_case")
+)]
+pub enum Unit {
+    Call,
+    PollfdEntry,
+    FdSetWord,
+    Allocation,
+    FdLookup,
+}
+
+impl Unit {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Unit::Call => "call",
+            Unit::PollfdEntry => "pollfd entry",
+            Unit::FdSetWord => "fd_set word",
+            Unit::Allocation => "allocation",
+            Unit::FdLookup => "fd lookup",
+        }
+    }
+}
+
+/// Where the probe decides a site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "user",
+    derive(serde::Serialize, schemars::JsonSchema),
+    serde(rename_all = "snake_case")
+)]
+pub enum Decided {
+    /// From the arguments and user memory at entry.
+    Enter,
+    /// From the return value (and user memory the kernel wrote) at exit.
+    Exit,
+    /// From the task's fd table or limits.
+    TaskState,
+}
+
+impl Decided {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Decided::Enter => "enter",
+            Decided::Exit => "exit",
+            Decided::TaskState => "task state",
+        }
+    }
+}
+
+/// A way a kernel release writes a site's condition, for finding its hint in a source tree.
+#[derive(Debug)]
+pub struct Fragment {
+    /// Text of the condition (white space is not significant).
+    pub text: &'static str,
+    /// The text states the other arm (e.g. `fd >= 0` for `fd < 0`): a hint on it is the
+    /// opposite hint for the site.
+    pub negated: bool,
+}
+
+/// The site's condition as `text` writes it.
+pub const fn written(text: &'static str) -> Fragment {
+    Fragment {
+        text,
+        negated: false,
+    }
+}
+
+/// The other arm of the site's condition, as `text` writes it.
+pub const fn written_negated(text: &'static str) -> Fragment {
+    Fragment {
+        text,
+        negated: true,
+    }
+}
+
+/// Everything known about a site besides its counts.
+#[derive(Debug)]
+#[cfg_attr(feature = "user", derive(serde::Serialize, schemars::JsonSchema))]
+pub struct SiteInfo {
+    #[cfg_attr(feature = "user", serde(skip))]
+    pub site: Site,
+    /// Stable dotted id, e.g. `poll.fd_negative`.
+    pub id: &'static str,
+    pub function: &'static str,
+    pub file: &'static str,
+    /// When the branch is taken, in one line.
+    pub condition: &'static str,
+    pub hint: Hint,
+    /// The first mainline release carrying `hint` (empty for none).
+    pub hint_since: &'static str,
+    pub unit: Unit,
+    /// The syscalls whose evaluations are counted.
+    #[cfg_attr(
+        feature = "user",
+        serde(serialize_with = "syscall_names"),
+        schemars(with = "alloc::vec::Vec<alloc::string::String>")
+    )]
+    pub syscalls: &'static [Syscall],
+    pub decided: Decided,
+    /// How kernel releases write the condition inside `function`.
+    #[cfg_attr(feature = "user", serde(skip))]
+    pub source: &'static [Fragment],
+}
+
+#[cfg(feature = "user")]
+fn syscall_names<S: serde::Serializer>(
+    syscalls: &&'static [Syscall],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(syscalls.iter().map(|syscall| syscall.name()))
+}
+
+/// Declares the catalogue: `Variant { field: value, ... }` per site, the fields of
+/// [`SiteInfo`] but `site`. The order of the rows is the order of [`Site`].
+macro_rules! catalogue {
+    ($($variant:ident { $($field:ident: $value:expr),* $(,)? })*) => {
+        /// A catalogued kernel branch. The discriminant indexes the probe's per-site arrays,
+        /// so values are dense and stable: new rows go at the end.
+        #[repr(u32)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Site {
+            $($variant),*
+        }
+
+        /// Number of catalogued sites (the length of the probe's per-site arrays).
+        pub const SITE_COUNT: usize = [$(Site::$variant),*].len();
+
+        impl Site {
+            /// Every site, in catalogue order.
+            pub const ALL: [Site; SITE_COUNT] = [$(Site::$variant),*];
+        }
+
+        /// Every site's row, in catalogue order.
+        pub const SITES: [&SiteInfo; SITE_COUNT] = [$(&SiteInfo {
+            site: Site::$variant,
+            $($field: $value),*
+        }),*];
+    };
+}
+
+const SELECT: &[Syscall] = &[Syscall::Select, Syscall::Pselect6];
+const POLL: &[Syscall] = &[Syscall::Poll, Syscall::Ppoll];
+const EPOLL_WAIT: &[Syscall] = &[
+    Syscall::EpollWait,
+    Syscall::EpollPwait,
+    Syscall::EpollPwait2,
+];
+
+catalogue! {
+    // fs/select.c: core_sys_select -> max_select_fd -> do_select.
+    SelectNNegative {
+        id: "select.n_negative",
+        function: "core_sys_select",
+        file: "fs/select.c",
+        condition: "n < 0 (-> -EINVAL)",
+        hint: Hint::Unlikely,
+        hint_since: "6.16",
+        unit: Unit::Call,
+        syscalls: SELECT,
+        source: &[written("n < 0")],
+        decided: Decided::Exit,
+    }
+    SelectNClamped {
+        id: "select.n_clamped",
+        function: "core_sys_select",
+        file: "fs/select.c",
+        condition: "n > fdt->max_fds (n is cut to max_fds)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Call,
+        syscalls: SELECT,
+        source: &[written("n > max_fds")],
+        decided: Decided::TaskState,
+    }
+    SelectBitmapsOnHeap {
+        id: "select.bitmaps_on_heap",
+        function: "core_sys_select",
+        file: "fs/select.c",
+        condition: "FDS_BYTES(n) > 256/6, i.e. clamped n > 320 (kvmalloc, not the stack)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Call,
+        syscalls: SELECT,
+        source: &[written("size > sizeof(stack_fds) / 6")],
+        decided: Decided::TaskState,
+    }
+    SelectFdNotOpen {
+        id: "select.fd_not_open",
+        function: "max_select_fd",
+        file: "fs/select.c",
+        condition: "a set bit names an fd that is not open (-> -EBADF)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Call,
+        syscalls: SELECT,
+        source: &[written("if (set & ~*open_fds)")],
+        decided: Decided::Exit,
+    }
+    SelectZeroTimeout {
+        id: "select.zero_timeout",
+        function: "do_select",
+        file: "fs/select.c",
+        condition: "timeout given and zero (one pass, no wait)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Call,
+        syscalls: SELECT,
+        source: &[written("end_time && !end_time->tv_sec && !end_time->tv_nsec")],
+        decided: Decided::Exit,
+    }
+    SelectWordEmpty {
+        id: "select.word_empty",
+        function: "do_select",
+        file: "fs/select.c",
+        condition: "a 64-bit word of in|out|ex is all zero (skipped)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::FdSetWord,
+        syscalls: SELECT,
+        source: &[written("all_bits == 0")],
+        decided: Decided::TaskState,
+    }
+    // fs/select.c: do_sys_poll -> do_poll -> do_pollfd.
+    PollNfdsOverRlimit {
+        id: "poll.nfds_over_rlimit",
+        function: "do_sys_poll",
+        file: "fs/select.c",
+        condition: "nfds > RLIMIT_NOFILE (-> -EINVAL)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Call,
+        syscalls: POLL,
+        source: &[written("nfds > rlimit(RLIMIT_NOFILE)")],
+        decided: Decided::Exit,
+    }
+    PollEntriesOnHeap {
+        id: "poll.entries_on_heap",
+        function: "do_sys_poll",
+        file: "fs/select.c",
+        condition: "nfds > N_STACK_PPS = 30 (chunks of <= 510 from kmalloc)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Call,
+        syscalls: POLL,
+        source: &[written_negated("walk->len >= todo"), written_negated("if (!todo)")],
+        decided: Decided::Exit,
+    }
+    PollZeroTimeout {
+        id: "poll.zero_timeout",
+        function: "do_poll",
+        file: "fs/select.c",
+        condition: "timeout given and zero (one pass, no wait)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Call,
+        syscalls: POLL,
+        source: &[written("end_time && !end_time->tv_sec && !end_time->tv_nsec")],
+        decided: Decided::Exit,
+    }
+    PollFdNegative {
+        id: "poll.fd_negative",
+        function: "do_pollfd",
+        file: "fs/select.c",
+        condition: "pollfd.fd < 0 (entry ignored)",
+        hint: Hint::Unlikely,
+        hint_since: "6.16",
+        unit: Unit::PollfdEntry,
+        syscalls: POLL,
+        source: &[written("fd < 0"), written_negated("fd >= 0")],
+        decided: Decided::Exit,
+    }
+    PollFdNotOpen {
+        id: "poll.fd_not_open",
+        function: "do_pollfd",
+        file: "fs/select.c",
+        condition: "fd >= 0 but not open (-> POLLNVAL in revents)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::PollfdEntry,
+        syscalls: POLL,
+        source: &[written("fd_empty(f)"), written("!f.file"), written_negated("if (f.file)")],
+        decided: Decided::Exit,
+    }
+    // fs/eventpoll.c: do_epoll_wait -> ep_poll.
+    EpollBadArgs {
+        id: "epoll.bad_args",
+        function: "do_epoll_wait",
+        file: "fs/eventpoll.c",
+        condition: "maxevents <= 0 or > EP_MAX_EVENTS, bad buffer, or epfd not an epoll fd",
+        hint: Hint::Unlikely,
+        hint_since: "6.15",
+        unit: Unit::Call,
+        syscalls: EPOLL_WAIT,
+        source: &[written("maxevents <= 0")],
+        decided: Decided::Exit,
+    }
+    EpollZeroTimeout {
+        id: "epoll.zero_timeout",
+        function: "ep_poll",
+        file: "fs/eventpoll.c",
+        condition: "timeout given and zero (no wait)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Call,
+        syscalls: EPOLL_WAIT,
+        source: &[written("timeout->tv_sec | timeout->tv_nsec")],
+        decided: Decided::Exit,
+    }
+    // fs/file.c: alloc_fd -> find_next_fd.
+    FdBelowMax {
+        id: "fd.below_max",
+        function: "alloc_fd",
+        file: "fs/file.c",
+        condition: "fd < fdt->max_fds (search the table)",
+        hint: Hint::Likely,
+        hint_since: "6.13",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::ALLOCATING,
+        source: &[written("fd < fdt->max_fds")],
+        decided: Decided::TaskState,
+    }
+    FdFastPath {
+        id: "fd.fast_path",
+        function: "find_next_fd",
+        file: "fs/file.c",
+        condition: "a free fd from start to the end of start's 64-fd word",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::ALLOCATING,
+        source: &[written("bit < BITS_PER_LONG")],
+        decided: Decided::TaskState,
+    }
+    FdTableFull {
+        id: "fd.table_full",
+        function: "alloc_fd",
+        file: "fs/file.c",
+        condition: "fd >= fdt->max_fds (the table grows: 64 -> 128 -> 256 ...)",
+        hint: Hint::Unlikely,
+        hint_since: "6.13",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::ALLOCATING,
+        source: &[written("fd >= fdt->max_fds")],
+        decided: Decided::TaskState,
+    }
+    FdEmfile {
+        id: "fd.emfile",
+        function: "alloc_fd",
+        file: "fs/file.c",
+        condition: "fd >= end, RLIMIT_NOFILE (-> -EMFILE)",
+        hint: Hint::Unlikely,
+        hint_since: "6.13",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::ALLOCATING,
+        source: &[written("fd >= end")],
+        decided: Decided::TaskState,
+    }
+    // fs/open.c.
+    CloseOk {
+        id: "close.ok",
+        function: "sys_close",
+        file: "fs/open.c",
+        condition: "close returns 0",
+        hint: Hint::Likely,
+        hint_since: "6.15",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Close],
+        source: &[written("retval == 0")],
+        decided: Decided::Exit,
+    }
+    // fs/file.c: __fget_light.
+    FgetTableShared {
+        id: "fget.table_shared",
+        function: "__fget_light",
+        file: "fs/file.c",
+        condition: "files->count > 1, threads or CLONE_FILES (the kernel writes likely(count == 1))",
+        hint: Hint::Unlikely,
+        hint_since: "6.13",
+        unit: Unit::FdLookup,
+        syscalls: &[
+            Syscall::Poll,
+            Syscall::Ppoll,
+            Syscall::Select,
+            Syscall::Pselect6,
+            Syscall::Read,
+            Syscall::Write,
+            Syscall::Recvmsg,
+            Syscall::Sendmsg,
+        ],
+        source: &[written_negated("&files->count) == 1")],
+        decided: Decided::TaskState,
+    }
+    // fs/file.c: sys_dup2 -> ksys_dup3, sys_dup3 -> ksys_dup3.
+    Dup3SameFd {
+        id: "dup3.same_fd",
+        function: "ksys_dup3",
+        file: "fs/file.c",
+        condition: "oldfd == newfd, after the flags check (-> -EINVAL)",
+        hint: Hint::Unlikely,
+        hint_since: "2.6.27",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Dup3, Syscall::Dup2],
+        source: &[written("oldfd == newfd")],
+        decided: Decided::Enter,
+    }
+    Dup2SameFd {
+        id: "dup2.same_fd",
+        function: "sys_dup2",
+        file: "fs/file.c",
+        condition: "newfd == oldfd (returns oldfd if it is open, else -EBADF)",
+        hint: Hint::Unlikely,
+        hint_since: "2.6.27",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Dup2],
+        source: &[written("newfd == oldfd")],
+        decided: Decided::Enter,
+    }
+}
+
+impl Site {
+    pub const fn from_u32(value: u32) -> Option<Site> {
+        if (value as usize) < SITE_COUNT {
+            Some(Site::ALL[value as usize])
+        } else {
+            None
+        }
+    }
+
+    /// The site's row.
+    pub const fn info(self) -> &'static SiteInfo {
+        SITES[self as usize]
+    }
+}
+
+/// A fingerprint of the catalogue: each site's id, function, condition, hint and unit
+/// (FNV-1a). Reports of another catalogue count other branches, or count them in other
+/// units.
+pub fn fingerprint() -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for info in SITES {
+        let parts = [
+            info.id,
+            info.function,
+            info.condition,
+            info.hint.name(),
+            info.unit.name(),
+        ];
+        for byte in parts.iter().flat_map(|part| part.bytes().chain([0])) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+/// Where the model's evaluations go: the probe's row of a process's counts, or counts kept
+/// in user space.
+pub trait Recorder {
+    /// One evaluation of `site`.
+    fn record(&mut self, site: Site, evaluation: Evaluation);
+    /// Several evaluations of `site` at once.
+    fn record_counts(&mut self, site: Site, counts: &Counts);
+}
+
+/// Counts per site, in user space (and in tests).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counters {
+    counts: [Counts; SITE_COUNT],
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            counts: [Counts::ZERO; SITE_COUNT],
+        }
+    }
+}
+
+impl Counters {
+    pub fn get(&self, site: Site) -> Counts {
+        self.counts[site as usize]
+    }
+
+    /// Adds another's counts.
+    pub fn merge(&mut self, other: &Counters) {
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            mine.add(theirs);
+        }
+    }
+}
+
+impl Recorder for Counters {
+    fn record(&mut self, site: Site, evaluation: Evaluation) {
+        self.counts[site as usize].record(evaluation, 1);
+    }
+
+    fn record_counts(&mut self, site: Site, counts: &Counts) {
+        self.counts[site as usize].add(counts);
+    }
+}
+
+/// Records at `$site` a branch hinted `$hint`, checking at compile time that the row
+/// declares that hint; the value is the evaluation (or `()` for counts).
+macro_rules! hinted {
+    ($hint:ident, $recorder:expr, $site:ident, counts = $counts:expr) => {{
+        $crate::catalogue::hinted!(@check $hint, $site);
+        $crate::catalogue::Recorder::record_counts(
+            $recorder,
+            $crate::catalogue::Site::$site,
+            $counts,
+        )
+    }};
+    ($hint:ident, $recorder:expr, $site:ident, $evaluation:expr, $n:expr) => {{
+        $crate::catalogue::hinted!(@check $hint, $site);
+        let evaluation = $evaluation;
+        $crate::catalogue::Recorder::record_counts(
+            $recorder,
+            $crate::catalogue::Site::$site,
+            &$crate::Counts::of(evaluation, $n),
+        );
+        evaluation
+    }};
+    ($hint:ident, $recorder:expr, $site:ident, $evaluation:expr) => {{
+        $crate::catalogue::hinted!(@check $hint, $site);
+        let evaluation = $evaluation;
+        $crate::catalogue::Recorder::record($recorder, $crate::catalogue::Site::$site, evaluation);
+        evaluation
+    }};
+    (@check $hint:ident, $site:ident) => {
+        const _: () = assert!(
+            $crate::catalogue::Site::$site
+                .info()
+                .hint
+                .is($crate::catalogue::Hint::$hint),
+            concat!(stringify!($site), " is not declared ", stringify!($hint))
+        );
+    };
+}
+
+/// `if (likely(…))` at a catalogued site: `likely!(recorder, Site, evaluation[, n])`, or
+/// `likely!(recorder, Site, counts = &counts)`.
+macro_rules! likely {
+    ($recorder:expr, $site:ident, $($rest:tt)*) => {
+        $crate::catalogue::hinted!(Likely, $recorder, $site, $($rest)*)
+    };
+}
+
+/// `if (unlikely(…))` at a catalogued site.
+macro_rules! unlikely {
+    ($recorder:expr, $site:ident, $($rest:tt)*) => {
+        $crate::catalogue::hinted!(Unlikely, $recorder, $site, $($rest)*)
+    };
+}
+
+/// A catalogued branch without a hint.
+macro_rules! branch {
+    ($recorder:expr, $site:ident, $($rest:tt)*) => {
+        $crate::catalogue::hinted!(None, $recorder, $site, $($rest)*)
+    };
+}
+
+pub(crate) use {branch, hinted, likely, unlikely};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_is_indexed_by_site() {
+        for site in Site::ALL {
+            assert_eq!(site.info().site, site, "{}", site.info().id);
+            assert_eq!(Site::from_u32(site as u32), Some(site));
+        }
+        assert_eq!(Site::from_u32(SITE_COUNT as u32), None);
+        for (i, a) in SITES.iter().enumerate() {
+            for b in &SITES[i + 1..] {
+                assert_ne!(a.id, b.id);
+            }
+        }
+    }
+
+    #[test]
+    fn hinted_sites_say_since_when() {
+        for site in SITES {
+            assert_eq!(
+                site.hint == Hint::None,
+                site.hint_since.is_empty(),
+                "{}",
+                site.id
+            );
+        }
+    }
+
+    #[test]
+    fn every_site_is_reached_by_followed_syscalls_the_probe_attaches_to() {
+        for site in SITES {
+            assert!(!site.syscalls.is_empty(), "{}", site.id);
+            for syscall in site.syscalls {
+                let info = syscall.info();
+                // Decided at entry: an enter program; else the exit (or, for task
+                // state, either).
+                let attached = match site.decided {
+                    Decided::Enter => info.enter,
+                    Decided::Exit => info.exit,
+                    Decided::TaskState => info.enter || info.exit,
+                };
+                assert!(attached, "{} is reached by {}", site.id, info.name);
+                // A site a log decides must be reached by logged syscalls.
+                if site.decided != Decided::TaskState {
+                    assert!(info.logged, "{}: {} is not logged", site.id, info.name);
+                }
+            }
+        }
+    }
+}
