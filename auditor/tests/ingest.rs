@@ -33,18 +33,39 @@ fn strace(steps: &str, log: &std::path::Path) {
 const STEPS: &str = "poll:3:40:4:2 ppoll:2:5:1:1:3 select:2:-1 pselect6:2:70 select-ebadf:1 \
                      epoll_wait:2:1 epoll_pwait:1:0 close:2:1 poll-efault:1:3 fork poll:1:8:2";
 
-#[test]
-fn a_workload_log_gives_the_exact_counts() {
+/// The JSON report of `auditor ingest` on a log of workload `steps` under strace.
+fn logged_report(steps: &str) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("workload.log");
-    strace(STEPS, &log);
+    strace(steps, &log);
     let report = json_report(&[
         "ingest".as_ref(),
         "--format".as_ref(),
         "json".as_ref(),
         log.as_ref(),
     ]);
-    assert_exact_from_strace(&report);
+    assert_exact_from_strace(&report, steps);
+    report
+}
+
+#[test]
+fn a_workload_log_gives_the_exact_counts() {
+    logged_report(STEPS);
+}
+
+/// dup2.same_fd and dup3.same_fd, both ways each, from a log: the calls strace prints
+/// decide both sites (as the probe's test of the same steps in `trace.rs`).
+#[test]
+fn dup_sites_both_ways_from_a_log() {
+    let report = logged_report("dup2:7:3 dup3:9:4:2 fork dup2:2:2 dup3:3:0:3");
+    // 7 + 2 + the set-up's 64 dup2 calls; 3 + 2 onto the same fd.
+    assert_eq!(json_counts(&report, "dup2.same_fd"), Counts::new(5, 68, 0));
+    // 9 + 3 dup3 calls, 5 refused for their flags first; 4 onto the same fd; and every
+    // dup2 of two fds.
+    assert_eq!(
+        json_counts(&report, "dup3.same_fd"),
+        Counts::new(4, 3 + 68, 0)
+    );
 }
 
 /// The JSON report of `auditor strace OPTIONS -- WORKLOAD STEPS`.
@@ -58,14 +79,14 @@ fn strace_report(options: &[&str]) -> serde_json::Value {
 
 #[test]
 fn auditor_strace_runs_strace_and_counts_the_same() {
-    assert_exact_from_strace(&strace_report(&[]));
+    assert_exact_from_strace(&strace_report(&[]), STEPS);
 }
 
 #[test]
 fn auditor_strace_with_stacks_names_the_code_that_took_the_rare_arm() {
     let report = strace_report(&["--stacks"]);
     // Stacks change no count.
-    assert_exact_from_strace(&report);
+    assert_exact_from_strace(&report, STEPS);
     // Every fd = -1 entry was polled by the workload's own code.
     let site = json_site(&report, "poll.fd_negative");
     let callers = site["rare_callers"].as_array().unwrap();
@@ -80,10 +101,10 @@ fn auditor_strace_with_stacks_names_the_code_that_took_the_rare_arm() {
     assert_eq!(callers[0]["evaluations"], site["taken"]);
 }
 
-/// Every site a log decides has exactly the workload's counts in `report`.
-fn assert_exact_from_strace(report: &serde_json::Value) {
+/// Every site a log decides has exactly the counts of workload `steps` in `report`.
+fn assert_exact_from_strace(report: &serde_json::Value, steps: &str) {
     assert_eq!(report["source"], "strace");
-    let expected = workload::expected(&workload::parse(STEPS).unwrap());
+    let expected = workload::expected(&workload::parse(steps).unwrap());
     for site in Site::ALL.into_iter().filter(|site| logged(*site)) {
         let mut want = Counts::ZERO;
         expected.iter().for_each(|e| want.add(&e.site(site)));

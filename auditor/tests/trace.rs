@@ -153,6 +153,15 @@ fn close_ok_and_closes_that_never_reach_it() {
     assert_workload_exact("close:5:3");
 }
 
+/// dup2.same_fd and dup3.same_fd, both ways each: dup2 of an fd onto itself (returned at
+/// once) and onto another (on to ksys_dup3, not taken there), dup3 onto itself (EINVAL),
+/// onto another, and with a flag refused before the fds are compared; in a child too.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn dup_sites_both_ways() {
+    assert_workload_exact("dup2:7:3 dup3:9:4:2 fork dup2:2:2 dup3:3:0:3");
+}
+
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn undecidable_calls_are_counted_as_unreadable() {
@@ -294,7 +303,7 @@ fn duration_ends_a_session_and_stops_the_command() {
     assert!(
         calls
             .iter()
-            .all(|(name, _)| ["close", "read", "openat"].contains(name)),
+            .all(|(name, _)| ["close", "read", "openat", "dup2"].contains(name)),
         "{calls:?}"
     );
     assert!(session.elapsed >= Duration::from_millis(300));
@@ -356,8 +365,8 @@ fn probe_and_strace_agree_on_one_run() {
     use auditor::source::strace::replay::{self, Replay};
     require_privileges();
     let steps = "poll:3:40:4:2 ppoll:2:5:1:1:3 select:2:-1 pselect6:2:70 select-ebadf:1 \
-                 epoll_wait:2:1 epoll_pwait:1:0 epoll-ebadf:1 close:2:1 fork poll:1:8:2 select:1:10 \
-                 thread poll:2:5:1 close:1:0";
+                 epoll_wait:2:1 epoll_pwait:1:0 epoll-ebadf:1 close:2:1 dup2:3:1 dup3:4:1:1 \
+                 fork poll:1:8:2 select:1:10 thread poll:2:5:1 close:1:0 dup2:2:1";
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("cross.log");
     let mut argv: Vec<std::ffi::OsString> = ["strace", "-f", "-Y", "-v", "-s", "65536", "-o"]

@@ -379,15 +379,38 @@ pub fn dup2(record: &Record<&str>) -> Result<(u32, u32), Undecodable> {
     Ok((unsigned_fd(old, "oldfd")?, unsigned_fd(new, "newfd")?))
 }
 
-/// dup3: `oldfd`, `newfd`, `flags` (`0`, `O_CLOEXEC`, or a number).
+/// The open flags strace may print for dup3 (x86_64, asm-generic): dup3 accepts only
+/// O_CLOEXEC, so naming any other refuses the call.
+const OPEN_FLAGS: [(&str, u32); 17] = [
+    ("O_CLOEXEC", dup::O_CLOEXEC),
+    ("O_WRONLY", 0o1),
+    ("O_RDWR", 0o2),
+    ("O_CREAT", 0o100),
+    ("O_EXCL", 0o200),
+    ("O_NOCTTY", 0o400),
+    ("O_TRUNC", 0o1000),
+    ("O_APPEND", 0o2000),
+    ("O_NONBLOCK", 0o4000),
+    ("O_DSYNC", 0o10000),
+    ("FASYNC", 0o20000),
+    ("O_DIRECT", 0o40000),
+    ("O_LARGEFILE", 0o100000),
+    ("O_DIRECTORY", 0o200000),
+    ("O_NOFOLLOW", 0o400000),
+    ("O_NOATIME", 0o1000000),
+    ("O_PATH", 0o10000000),
+];
+
+/// dup3: `oldfd`, `newfd`, `flags` (`0`, `O_CLOEXEC`, `O_CLOEXEC|0x4`, ...).
 pub fn dup3(record: &Record<&str>) -> Result<(u32, u32, u32), Undecodable> {
     let [old, new, flags_text] = first_args(record.args);
     let text = arg(flags_text, "flags")?;
     let mut flags = 0u32;
     for flag in text.split('|') {
-        flags |= match flag {
-            "O_CLOEXEC" => dup::O_CLOEXEC,
-            number => parse_int(number).ok_or_else(|| Undecodable::Number {
+        let named = OPEN_FLAGS.iter().find(|(name, _)| *name == flag);
+        flags |= match named {
+            Some(&(_, bits)) => bits,
+            None => parse_int(flag).ok_or_else(|| Undecodable::Number {
                 what: "flags",
                 text: text.to_string(),
             })?,
@@ -552,6 +575,18 @@ mod tests {
                 "dup3(3, 3, O_CLOEXEC|0x4) = -1 EINVAL (Invalid argument)"
             )),
             Ok((3, 3, dup::O_CLOEXEC | 4))
+        );
+        assert_eq!(
+            dup3(&record(
+                "dup3(3, 3, O_NONBLOCK) = -1 EINVAL (Invalid argument)"
+            )),
+            Ok((3, 3, 0o4000))
+        );
+        assert!(
+            dup3(&record(
+                "dup3(3, 3, O_WHATEVER) = -1 EINVAL (Invalid argument)"
+            ))
+            .is_err()
         );
         assert!(dup3(&record("dup3(3, 3) = -1 EINVAL (Invalid argument)")).is_err());
         assert!(dup2(&record("dup2(x, 3) = 3")).is_err());
