@@ -1,5 +1,5 @@
 //! The strace source: strace output → lines ([`line`]) → syscall records, interrupted
-//! calls stitched ([`records`]) → the readiness core's call records ([`decode`]) → a tally
+//! calls stitched ([`records`]) → the model's call records ([`decode`]) → a tally
 //! ([`replay`]). It needs no privileges; it cannot see task state (the fd table), so the
 //! sites that need it are not measured from a log.
 

@@ -1,4 +1,4 @@
-//! Replaying strace records through the readiness core into a tally, and keeping account
+//! Replaying strace records through the model of the kernel path (`auditor_common`) into a tally, and keeping account
 //! of what could not be read: lines that are not strace's, calls whose arguments strace did
 //! not print in full.
 
