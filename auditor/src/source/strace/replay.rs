@@ -1,6 +1,6 @@
-//! Replaying strace records through the model of the kernel path (`auditor_common`) into a tally, and keeping account
-//! of what could not be read: lines that are not strace's, calls whose arguments strace did
-//! not print in full.
+//! Replaying strace records through the model of the kernel path (`auditor_common`) into a
+//! tally, and keeping account of what could not be read: lines that are not strace's,
+//! calls whose arguments strace did not print in full.
 
 use std::{
     collections::{BTreeMap, HashMap},
