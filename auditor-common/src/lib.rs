@@ -283,6 +283,23 @@ pub struct TaskOffsets {
     pub known: u32,
 }
 
+/// Reads of tracepoint records that failed in the probe, by kind: per-CPU u64 counters in
+/// `maps::FAILURES`, counted where the read failed, so that the report tells what the
+/// probe may have missed instead of taking a value it did not read. (The syscall records
+/// are read with loads the verifier checks, which cannot fail; the sched and task records
+/// are read at offsets the loader finds at run time, with a helper that can.)
+pub mod failure {
+    /// `sched_process_fork`'s `child_pid` (or the forking thread's name).
+    pub const FORK_CHILD: u32 = 0;
+    /// `sched_process_exec`'s `old_pid`.
+    pub const EXEC_OLD_PID: u32 = 1;
+    /// `sched_process_exec`'s `filename`.
+    pub const EXEC_FILENAME: u32 = 2;
+    /// `task_rename`'s `pid` or `newcomm`.
+    pub const RENAME: u32 = 3;
+    pub const COUNT: usize = 4;
+}
+
 /// Names of the probe's maps, as the loader looks them up.
 pub mod maps {
     pub const COUNTS: &str = "COUNTS";
@@ -292,6 +309,8 @@ pub mod maps {
     pub const COMMS: &str = "COMMS";
     /// One u32: 1 once the session has stopped counting.
     pub const STOPPED: &str = "STOPPED";
+    /// Per-CPU u64 counters, indexed by `failure`.
+    pub const FAILURES: &str = "FAILURES";
     /// The executable each traced process exec'd, by [`crate::ProcessKey`].
     pub const EXES: &str = "EXES";
     /// Entries of `EXES`: exec'd programs remembered in a session.

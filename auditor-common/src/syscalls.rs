@@ -1,8 +1,8 @@
 //! The syscall table: every syscall the auditor follows, declared once with what follows
 //! it — the probe's programs on its `syscalls:sys_enter_*` / `sys_exit_*` tracepoints,
-//! whether the strace source decodes its lines, whether it allocates fds through
-//! `alloc_fd`. The loader's attach list, strace's `-e trace=` list and the allocating set
-//! are derived from it.
+//! the arguments of its records, whether the strace source decodes its lines, whether it
+//! allocates fds through `alloc_fd`. The loader's attach list, the probe's typed records,
+//! strace's `-e trace=` list and the allocating set are derived from it.
 
 /// How a syscall is followed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub struct SyscallInfo {
     pub logged: bool,
     /// It allocates fds through `alloc_fd` (counted at the `fd.*` sites).
     pub allocates: bool,
+    /// Its arguments, as its `sys_enter_NAME` format file names them, in order: the
+    /// record's fields after `__syscall_nr` ([`SysEnter`]).
+    pub args: &'static [&'static str],
 }
 
 impl SyscallInfo {
@@ -29,6 +32,7 @@ impl SyscallInfo {
         exit: false,
         logged: false,
         allocates: false,
+        args: &[],
     };
 }
 
@@ -62,35 +66,70 @@ macro_rules! syscalls {
 }
 
 syscalls! {
-    Select = "select" { enter: true, exit: true, logged: true },
-    Pselect6 = "pselect6" { enter: true, exit: true, logged: true },
-    Poll = "poll" { enter: true, exit: true, logged: true },
-    Ppoll = "ppoll" { enter: true, exit: true, logged: true },
-    EpollWait = "epoll_wait" { enter: true, exit: true, logged: true },
-    EpollPwait = "epoll_pwait" { enter: true, exit: true, logged: true },
-    EpollPwait2 = "epoll_pwait2" { enter: true, exit: true, logged: true },
-    Close = "close" { exit: true, logged: true },
-    Read = "read" { enter: true },
-    Write = "write" { enter: true },
-    Recvmsg = "recvmsg" { enter: true },
-    Sendmsg = "sendmsg" { enter: true },
-    Open = "open" { enter: true, exit: true, allocates: true },
-    Openat = "openat" { enter: true, exit: true, allocates: true },
-    Openat2 = "openat2" { enter: true, exit: true, allocates: true },
-    Creat = "creat" { enter: true, exit: true, allocates: true },
-    Dup = "dup" { enter: true, exit: true, allocates: true },
+    Select = "select" { enter: true, exit: true, logged: true, args: &["n", "inp", "outp", "exp", "tvp"] },
+    Pselect6 = "pselect6" { enter: true, exit: true, logged: true, args: &["n", "inp", "outp", "exp", "tsp", "sig"] },
+    Poll = "poll" { enter: true, exit: true, logged: true, args: &["ufds", "nfds", "timeout_msecs"] },
+    Ppoll = "ppoll" { enter: true, exit: true, logged: true, args: &["ufds", "nfds", "tsp", "sigmask", "sigsetsize"] },
+    EpollWait = "epoll_wait" { enter: true, exit: true, logged: true, args: &["epfd", "events", "maxevents", "timeout"] },
+    EpollPwait = "epoll_pwait" { enter: true, exit: true, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
+    EpollPwait2 = "epoll_pwait2" { enter: true, exit: true, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
+    Close = "close" { exit: true, logged: true, args: &["fd"] },
+    Read = "read" { enter: true, args: &["fd", "buf", "count"] },
+    Write = "write" { enter: true, args: &["fd", "buf", "count"] },
+    Recvmsg = "recvmsg" { enter: true, args: &["fd", "msg", "flags"] },
+    Sendmsg = "sendmsg" { enter: true, args: &["fd", "msg", "flags"] },
+    Open = "open" { enter: true, exit: true, allocates: true, args: &["filename", "flags", "mode"] },
+    Openat = "openat" { enter: true, exit: true, allocates: true, args: &["dfd", "filename", "flags", "mode"] },
+    Openat2 = "openat2" { enter: true, exit: true, allocates: true, args: &["dfd", "filename", "how", "usize"] },
+    Creat = "creat" { enter: true, exit: true, allocates: true, args: &["pathname", "mode"] },
+    Dup = "dup" { enter: true, exit: true, allocates: true, args: &["fildes"] },
     // Only F_DUPFD and F_DUPFD_CLOEXEC allocate.
-    Fcntl = "fcntl" { enter: true, exit: true, allocates: true },
-    Eventfd2 = "eventfd2" { enter: true, exit: true, allocates: true },
-    EpollCreate1 = "epoll_create1" { enter: true, exit: true, allocates: true },
-    Socket = "socket" { enter: true, exit: true, allocates: true },
-    Accept = "accept" { enter: true, exit: true, allocates: true },
-    Accept4 = "accept4" { enter: true, exit: true, allocates: true },
-    Pipe = "pipe" { enter: true, exit: true, allocates: true },
-    Pipe2 = "pipe2" { enter: true, exit: true, allocates: true },
-    Socketpair = "socketpair" { enter: true, exit: true, allocates: true },
-    Dup2 = "dup2" { enter: true, logged: true },
-    Dup3 = "dup3" { enter: true, logged: true },
+    Fcntl = "fcntl" { enter: true, exit: true, allocates: true, args: &["fd", "cmd", "arg"] },
+    Eventfd2 = "eventfd2" { enter: true, exit: true, allocates: true, args: &["count", "flags"] },
+    EpollCreate1 = "epoll_create1" { enter: true, exit: true, allocates: true, args: &["flags"] },
+    Socket = "socket" { enter: true, exit: true, allocates: true, args: &["family", "type", "protocol"] },
+    Accept = "accept" { enter: true, exit: true, allocates: true, args: &["fd", "upeer_sockaddr", "upeer_addrlen"] },
+    Accept4 = "accept4" { enter: true, exit: true, allocates: true, args: &["fd", "upeer_sockaddr", "upeer_addrlen", "flags"] },
+    Pipe = "pipe" { enter: true, exit: true, allocates: true, args: &["fildes"] },
+    Pipe2 = "pipe2" { enter: true, exit: true, allocates: true, args: &["fildes", "flags"] },
+    Socketpair = "socketpair" { enter: true, exit: true, allocates: true, args: &["family", "type", "protocol", "usockvec"] },
+    Dup2 = "dup2" { enter: true, logged: true, args: &["oldfd", "newfd"] },
+    Dup3 = "dup3" { enter: true, logged: true, args: &["oldfd", "newfd", "flags"] },
+    // Counted at no site: followed for `--stacks` (code mapped from a file).
+    Mmap = "mmap" { enter: true, exit: true, args: &["addr", "len", "prot", "flags", "fd", "off"] },
+}
+
+/// The header of every `syscalls:*` record, as its format file lays it out
+/// (`/sys/kernel/tracing/events/syscalls/sys_enter_poll/format`): `common_type` at 0,
+/// `common_flags` at 2, `common_preempt_count` at 3, `common_pid` at 4, `int
+/// __syscall_nr` at 8; the arguments, or the return value, from 16.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SyscallHeader {
+    pub common_type: u16,
+    pub common_flags: u8,
+    pub common_preempt_count: u8,
+    pub common_pid: i32,
+    pub syscall_nr: i32,
+    _pad: u32,
+}
+
+/// A `syscalls:sys_enter_NAME` record of a syscall with `N` arguments: each 8 bytes, from
+/// offset 16 (`field:unsigned int fd; offset:16; size:8;`, then 24, 32, ...), named by
+/// [`SyscallInfo::args`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SysEnter<const N: usize> {
+    pub header: SyscallHeader,
+    pub args: [u64; N],
+}
+
+/// A `syscalls:sys_exit_NAME` record (`field:long ret; offset:16; size:8;`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SysExit {
+    pub header: SyscallHeader,
+    pub ret: i64,
 }
 
 /// A property of a table row that a derived set selects by.
@@ -150,6 +189,25 @@ impl Syscall {
         self.info().name
     }
 
+    /// Arguments in its `sys_enter_NAME` record.
+    pub const fn arity(self) -> usize {
+        self.info().args.len()
+    }
+
+    /// Where argument `name` is in its `sys_enter_NAME` record's `args`. Asked for in a
+    /// constant, a name the table does not give it fails the build.
+    pub const fn arg(self, name: &str) -> usize {
+        let args = self.info().args;
+        let mut index = 0;
+        while index < args.len() {
+            if same_bytes(args[index].as_bytes(), name.as_bytes()) {
+                return index;
+            }
+            index += 1;
+        }
+        panic!("the syscall table names no such argument");
+    }
+
     /// The syscall named `name`, if followed. Constant time: a strace log asks once per line.
     pub fn from_name(name: &str) -> Option<Syscall> {
         let mut slot = name_slot(name.as_bytes());
@@ -163,6 +221,20 @@ impl Syscall {
             slot = (slot + 1) % NAME_SLOTS;
         }
     }
+}
+
+const fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut index = 0;
+    while index < a.len() {
+        if a[index] != b[index] {
+            return false;
+        }
+        index += 1;
+    }
+    true
 }
 
 const NAME_SLOTS: usize = 2 * SYSCALL_COUNT;
@@ -216,6 +288,17 @@ mod tests {
         ] {
             assert_eq!(Syscall::from_name(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn records_lay_out_as_the_format_files_say() {
+        assert_eq!(core::mem::offset_of!(SyscallHeader, syscall_nr), 8);
+        assert_eq!(core::mem::offset_of!(SysEnter<3>, args), 16);
+        assert_eq!(core::mem::size_of::<SysEnter<3>>(), 40);
+        assert_eq!(core::mem::offset_of!(SysExit, ret), 16);
+        assert_eq!(Syscall::Poll.arity(), 3);
+        assert_eq!(Syscall::Ppoll.arg("sigsetsize"), 4);
+        assert_eq!(Syscall::Dup3.arg("flags"), 2);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{EXIT_RET, args, field, stash_in, take_from, tally, tally::Row, target, task};
+use crate::{arg, args, exit_ret, stash_in, take_from, tally, tally::Row, target, task};
 
 /// An allocation in flight: the table at entry, and what tells its outcome at exit.
 #[repr(C)]
@@ -97,7 +97,7 @@ fn exit(ctx: &TracePointContext) {
     let Some(mut row) = Row::of(&pending.process) else {
         return;
     };
-    let ret = field(ctx, EXIT_RET) as i64;
+    let ret = exit_ret(ctx);
     let table = (pending.table_read != 0).then_some(&pending.table);
     if pending.pair != 0 {
         let allocator = PairAllocator::from_u32(pending.pair - 1);
@@ -120,23 +120,25 @@ fn exit(ctx: &TracePointContext) {
     }
 }
 
-// Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_*/format.
-const OPEN_NAME: usize = 16;
-const OPENAT_NAME: usize = 24;
-const FCNTL_CMD: usize = 24;
-const FCNTL_ARG: usize = 32;
-const PIPE_FDS: usize = 16;
-const SOCKETPAIR_FDS: usize = 40;
-
 #[tracepoint(category = "syscalls", name = "sys_enter_open")]
 pub fn open_enter(ctx: TracePointContext) -> u32 {
-    enter(Syscall::Open, Allocator::Open, 0, field(&ctx, OPEN_NAME));
+    enter(
+        Syscall::Open,
+        Allocator::Open,
+        0,
+        arg!(&ctx, Open, "filename"),
+    );
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_creat")]
 pub fn creat_enter(ctx: TracePointContext) -> u32 {
-    enter(Syscall::Creat, Allocator::Open, 0, field(&ctx, OPEN_NAME));
+    enter(
+        Syscall::Creat,
+        Allocator::Open,
+        0,
+        arg!(&ctx, Creat, "pathname"),
+    );
     0
 }
 
@@ -146,7 +148,7 @@ pub fn openat_enter(ctx: TracePointContext) -> u32 {
         Syscall::Openat,
         Allocator::Open,
         0,
-        field(&ctx, OPENAT_NAME),
+        arg!(&ctx, Openat, "filename"),
     );
     0
 }
@@ -157,7 +159,7 @@ pub fn openat2_enter(ctx: TracePointContext) -> u32 {
         Syscall::Openat2,
         Allocator::Open,
         0,
-        field(&ctx, OPENAT_NAME),
+        arg!(&ctx, Openat2, "filename"),
     );
     0
 }
@@ -170,10 +172,10 @@ pub fn dup_enter(_ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_fcntl")]
 pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
-    let cmd = field(&ctx, FCNTL_CMD) as u32 as u64;
+    let cmd = arg!(&ctx, Fcntl, "cmd") as u32 as u64;
     if cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC {
         // The start is an int; a negative one fails with EINVAL before allocating.
-        let start = field(&ctx, FCNTL_ARG) as u32;
+        let start = arg!(&ctx, Fcntl, "arg") as u32;
         enter(Syscall::Fcntl, Allocator::DupFd, start, 0);
     }
     0
@@ -205,13 +207,21 @@ pub fn accept4_enter(_ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pipe")]
 pub fn pipe_enter(ctx: TracePointContext) -> u32 {
-    enter_pair(Syscall::Pipe, PairAllocator::Pipe, field(&ctx, PIPE_FDS));
+    enter_pair(
+        Syscall::Pipe,
+        PairAllocator::Pipe,
+        arg!(&ctx, Pipe, "fildes"),
+    );
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pipe2")]
 pub fn pipe2_enter(ctx: TracePointContext) -> u32 {
-    enter_pair(Syscall::Pipe2, PairAllocator::Pipe, field(&ctx, PIPE_FDS));
+    enter_pair(
+        Syscall::Pipe2,
+        PairAllocator::Pipe,
+        arg!(&ctx, Pipe2, "fildes"),
+    );
     0
 }
 
@@ -220,7 +230,7 @@ pub fn socketpair_enter(ctx: TracePointContext) -> u32 {
     enter_pair(
         Syscall::Socketpair,
         PairAllocator::SocketPair,
-        field(&ctx, SOCKETPAIR_FDS),
+        arg!(&ctx, Socketpair, "usockvec"),
     );
     0
 }

@@ -8,19 +8,20 @@ use auditor_common::{
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, tally::Row, target};
-
-// Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_epoll_{wait,pwait,pwait2}/format.
-const ENTER_EVENTS: usize = 24;
-const ENTER_MAXEVENTS: usize = 32;
-/// `int` milliseconds (epoll_wait, epoll_pwait) or a timespec pointer (epoll_pwait2).
-const ENTER_TIMEOUT: usize = 40;
-const ENTER_SIGMASK: usize = 48;
-const ENTER_SIGSETSIZE: usize = 56;
+use crate::{Pending, arg, args, exit_ret, stash, take_pending, tally, tally::Row, target};
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_wait")]
 pub fn epoll_wait_enter(ctx: TracePointContext) -> u32 {
-    enter(&ctx, Syscall::EpollWait);
+    if let Some(process) = target::current() {
+        let timeout = Timeout::from_millis(arg!(&ctx, EpollWait, "timeout") as i32);
+        enter(&Pending::new(
+            process,
+            arg!(&ctx, EpollWait, "events"),
+            arg!(&ctx, EpollWait, "maxevents") as u32,
+            timeout.prelude(),
+            timeout,
+        ));
+    }
     0
 }
 
@@ -32,7 +33,20 @@ pub fn epoll_wait_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_pwait")]
 pub fn epoll_pwait_enter(ctx: TracePointContext) -> u32 {
-    enter(&ctx, Syscall::EpollPwait);
+    if let Some(process) = target::current() {
+        let timeout = Timeout::from_millis(arg!(&ctx, EpollPwait, "timeout") as i32);
+        let sigmask = args::sigmask(
+            arg!(&ctx, EpollPwait, "sigmask"),
+            arg!(&ctx, EpollPwait, "sigsetsize"),
+        );
+        enter(&Pending::new(
+            process,
+            arg!(&ctx, EpollPwait, "events"),
+            arg!(&ctx, EpollPwait, "maxevents") as u32,
+            timeout.prelude().and(sigmask),
+            timeout,
+        ));
+    }
     0
 }
 
@@ -44,7 +58,20 @@ pub fn epoll_pwait_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_pwait2")]
 pub fn epoll_pwait2_enter(ctx: TracePointContext) -> u32 {
-    enter(&ctx, Syscall::EpollPwait2);
+    if let Some(process) = target::current() {
+        let timeout = args::timespec(arg!(&ctx, EpollPwait2, "timeout"));
+        let sigmask = args::sigmask(
+            arg!(&ctx, EpollPwait2, "sigmask"),
+            arg!(&ctx, EpollPwait2, "sigsetsize"),
+        );
+        enter(&Pending::new(
+            process,
+            arg!(&ctx, EpollPwait2, "events"),
+            arg!(&ctx, EpollPwait2, "maxevents") as u32,
+            timeout.prelude().and(sigmask),
+            timeout,
+        ));
+    }
     0
 }
 
@@ -54,36 +81,17 @@ pub fn epoll_pwait2_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
-fn enter(ctx: &TracePointContext, syscall: Syscall) {
-    let Some(process) = target::current() else {
-        return;
-    };
-    let timeout = if syscall == Syscall::EpollPwait2 {
-        args::timespec(field(ctx, ENTER_TIMEOUT))
-    } else {
-        Timeout::from_millis(field(ctx, ENTER_TIMEOUT) as i32)
-    };
-    let sigmask = if syscall == Syscall::EpollWait {
-        Prelude::Passes
-    } else {
-        args::sigmask(field(ctx, ENTER_SIGMASK), field(ctx, ENTER_SIGSETSIZE))
-    };
-    let pending = Pending::new(
-        process,
-        field(ctx, ENTER_EVENTS),
-        field(ctx, ENTER_MAXEVENTS) as u32,
-        timeout.prelude().and(sigmask),
-        timeout,
-    );
-    if !stash(&pending)
-        && let Some(mut row) = Row::of(&process)
+/// Leaves the call for its exit.
+fn enter(pending: &Pending) {
+    if !stash(pending)
+        && let Some(mut row) = Row::of(&pending.process)
     {
         // No room to follow the call to its exit: each branch it may reach is undecided.
         let call = EpollWaitCall {
             maxevents: pending.count as i32,
             events: pending.arg,
             prelude: Prelude::Unknown,
-            timeout,
+            timeout: Timeout::from_u32(pending.timeout),
             ret: UNFOLLOWED_RETURN,
         };
         epoll::epoll_wait(&mut row, &call);
@@ -102,7 +110,7 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
         events: pending.arg,
         prelude: Prelude::from_u32(pending.prelude),
         timeout: Timeout::from_u32(pending.timeout),
-        ret: field(ctx, EXIT_RET) as i64,
+        ret: exit_ret(ctx),
     };
     epoll::epoll_wait(&mut row, &call);
     tally::call(syscall);

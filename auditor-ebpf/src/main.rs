@@ -26,8 +26,12 @@ use auditor_common::{
     ProcessKey, maps,
     prelude::{Prelude, Timeout},
     select::SetScan,
+    syscalls::{SysEnter, SysExit},
 };
-use aya_ebpf::{bindings::BPF_F_NO_PREALLOC, macros::map, maps::HashMap};
+use aya_ebpf::{
+    EbpfContext as _, bindings::BPF_F_NO_PREALLOC, macros::map, maps::HashMap,
+    programs::TracePointContext,
+};
 
 /// What an entry handler leaves for the exit handler of the same thread.
 #[repr(C)]
@@ -134,21 +138,36 @@ fn forget_thread(tid: u32) {
     stacks::forget_thread(tid);
 }
 
-/// Reads the syscall argument or return value at `offset` of a `syscalls:*` record: a
-/// direct load from the record, which the verifier checks against the record's size (a
-/// probe-read helper call costs more than the rest of a small handler). Inlined, so that
-/// `offset` is a constant in the load, as the verifier requires of context accesses.
+/// The record of a program on `syscalls:sys_enter_*` of a syscall with `N` arguments,
+/// typed as `auditor_common::syscalls::SysEnter`. Its fields are read where they lie: each
+/// a load the verifier checks against the context, which cannot fail (a probe-read helper
+/// call to copy the record would cost more than the rest of a small handler).
 #[inline(always)]
-fn field(ctx: &aya_ebpf::programs::TracePointContext, offset: usize) -> u64 {
-    use aya_ebpf::EbpfContext as _;
-    // SAFETY: offsets come from the tracefs format files of the syscall records (cited at
-    // each use): an aligned u64 inside every record of that event.
-    unsafe { *(ctx.as_ptr().cast::<u8>().add(offset).cast::<u64>()) }
+fn enter_record<const N: usize>(ctx: &TracePointContext) -> &SysEnter<N> {
+    // SAFETY: a program on sys_enter_NAME gets that event's record, laid out as SysEnter
+    // with the arguments the syscall table gives NAME (checked against the format files
+    // by the user side's tests); `arg!` picks N from the same table.
+    unsafe { &*ctx.as_ptr().cast::<SysEnter<N>>() }
 }
 
-/// Offset of `ret` in every `syscalls:sys_exit_*` record
-/// (`/sys/kernel/tracing/events/syscalls/sys_exit_poll/format`).
-const EXIT_RET: usize = 16;
+/// The return value in the record of a program on `syscalls:sys_exit_*`.
+#[inline(always)]
+fn exit_ret(ctx: &TracePointContext) -> i64 {
+    // SAFETY: every sys_exit record is laid out as SysExit.
+    unsafe { (*ctx.as_ptr().cast::<SysExit>()).ret }
+}
+
+/// Argument `$name` of `$syscall`'s `sys_enter` record, as the syscall table names it after
+/// the event's format file: `arg!(ctx, Poll, "nfds")`. A name the table does not give
+/// the syscall fails the build.
+macro_rules! arg {
+    ($ctx:expr, $syscall:ident, $name:literal) => {{
+        const ARITY: usize = auditor_common::Syscall::$syscall.arity();
+        const INDEX: usize = auditor_common::Syscall::$syscall.arg($name);
+        $crate::enter_record::<ARITY>($ctx).args[INDEX]
+    }};
+}
+pub(crate) use arg;
 
 #[cfg(not(test))]
 #[panic_handler]

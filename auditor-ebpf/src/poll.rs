@@ -17,15 +17,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, tally::Row, target, task};
-
-// Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_{poll,ppoll}/format.
-const ENTER_UFDS: usize = 16;
-const ENTER_NFDS: usize = 24;
-/// poll: `int timeout_msecs`; ppoll: `struct __kernel_timespec *tsp`.
-const ENTER_TIMEOUT: usize = 32;
-const ENTER_PPOLL_SIGMASK: usize = 40;
-const ENTER_PPOLL_SIGSETSIZE: usize = 48;
+use crate::{Pending, arg, args, exit_ret, stash, take_pending, tally, tally::Row, target, task};
 
 /// Entries read per helper call (2 KiB).
 const CHUNK: usize = 256;
@@ -33,7 +25,17 @@ const CHUNK_BYTES: usize = CHUNK * POLLFD_SIZE;
 
 #[tracepoint(category = "syscalls", name = "sys_enter_poll")]
 pub fn poll_enter(ctx: TracePointContext) -> u32 {
-    enter(&ctx, Syscall::Poll);
+    if let Some(process) = target::current() {
+        let timeout = Timeout::from_millis(arg!(&ctx, Poll, "timeout_msecs") as i32);
+        let pending = Pending::new(
+            process,
+            arg!(&ctx, Poll, "ufds"),
+            poll::nfds_from_arg(arg!(&ctx, Poll, "nfds")),
+            Prelude::Passes,
+            timeout,
+        );
+        enter(&pending);
+    }
     0
 }
 
@@ -45,7 +47,21 @@ pub fn poll_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_ppoll")]
 pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
-    enter(&ctx, Syscall::Ppoll);
+    if let Some(process) = target::current() {
+        let timeout = args::timespec(arg!(&ctx, Ppoll, "tsp"));
+        let sigmask = args::sigmask(
+            arg!(&ctx, Ppoll, "sigmask"),
+            arg!(&ctx, Ppoll, "sigsetsize"),
+        );
+        let pending = Pending::new(
+            process,
+            arg!(&ctx, Ppoll, "ufds"),
+            poll::nfds_from_arg(arg!(&ctx, Ppoll, "nfds")),
+            timeout.prelude().and(sigmask),
+            timeout,
+        );
+        enter(&pending);
+    }
     0
 }
 
@@ -55,38 +71,16 @@ pub fn ppoll_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
-fn enter(ctx: &TracePointContext, syscall: Syscall) {
-    let Some(process) = target::current() else {
-        return;
-    };
-    let (timeout, prelude) = if syscall == Syscall::Poll {
-        (
-            Timeout::from_millis(field(ctx, ENTER_TIMEOUT) as i32),
-            Prelude::Passes,
-        )
-    } else {
-        let timeout = args::timespec(field(ctx, ENTER_TIMEOUT));
-        let sigmask = args::sigmask(
-            field(ctx, ENTER_PPOLL_SIGMASK),
-            field(ctx, ENTER_PPOLL_SIGSETSIZE),
-        );
-        (timeout, timeout.prelude().and(sigmask))
-    };
-    let pending = Pending::new(
-        process,
-        field(ctx, ENTER_UFDS),
-        poll::nfds_from_arg(field(ctx, ENTER_NFDS)),
-        prelude,
-        timeout,
-    );
-    if !stash(&pending)
-        && let Some(mut row) = Row::of(&process)
+/// Leaves the call for its exit.
+fn enter(pending: &Pending) {
+    if !stash(pending)
+        && let Some(mut row) = Row::of(&pending.process)
     {
         // No room to follow the call to its exit: each branch it may reach is undecided.
         let call = PollCall {
             nfds: pending.count,
             prelude: Prelude::Unknown,
-            timeout,
+            timeout: Timeout::from_u32(pending.timeout),
             ret: UNFOLLOWED_RETURN,
         };
         poll::poll(&mut row, &call, || None, &task::Current);
@@ -104,7 +98,7 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
         nfds: pending.count,
         prelude: Prelude::from_u32(pending.prelude),
         timeout: Timeout::from_u32(pending.timeout),
-        ret: field(ctx, EXIT_RET) as i64,
+        ret: exit_ret(ctx),
     };
     poll::poll(
         &mut row,

@@ -5,7 +5,7 @@
 //! `do_select` will, in bulk); exit adds the return value and runs the model.
 
 use auditor_common::{
-    Syscall, UNFOLLOWED_RETURN,
+    ProcessKey, Syscall, UNFOLLOWED_RETURN,
     prelude::{Prelude, Timeout},
     select::{self, SelectCall, SetScan},
 };
@@ -17,18 +17,34 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{EXIT_RET, Pending, args, field, stash, take_pending, tally, tally::Row, target, task};
+use crate::{Pending, arg, args, exit_ret, stash, take_pending, tally, tally::Row, target, task};
 
-// Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_{select,pselect6}/format.
-const ENTER_N: usize = 16;
-/// `tvp` (select) or `tsp` (pselect6).
-const ENTER_TIMEOUT: usize = 48;
-/// pselect6's sixth argument: a pointer to `{ const sigset_t *ss; size_t ss_len; }`.
-const ENTER_SIGMASK_ARGPACK: usize = 56;
+/// What select's and pselect6's records pass that the model needs.
+struct Entry {
+    n: u64,
+    /// `inp`, `outp` and `exp`.
+    sets: [u64; 3],
+    timeout: Timeout,
+    /// The timeout's check and, for pselect6, the signal mask's.
+    prelude: Prelude,
+}
 
 #[tracepoint(category = "syscalls", name = "sys_enter_select")]
 pub fn select_enter(ctx: TracePointContext) -> u32 {
-    enter(&ctx, Syscall::Select);
+    if let Some(process) = target::current() {
+        let timeout = args::timeval(arg!(&ctx, Select, "tvp"));
+        let entry = Entry {
+            n: arg!(&ctx, Select, "n"),
+            sets: [
+                arg!(&ctx, Select, "inp"),
+                arg!(&ctx, Select, "outp"),
+                arg!(&ctx, Select, "exp"),
+            ],
+            timeout,
+            prelude: timeout.prelude(),
+        };
+        enter(&process, &entry);
+    }
     0
 }
 
@@ -40,7 +56,22 @@ pub fn select_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pselect6")]
 pub fn pselect6_enter(ctx: TracePointContext) -> u32 {
-    enter(&ctx, Syscall::Pselect6);
+    if let Some(process) = target::current() {
+        let timeout = args::timespec(arg!(&ctx, Pselect6, "tsp"));
+        // `sig` points to `{ const sigset_t *ss; size_t ss_len; }`.
+        let sigmask = sigmask_prelude(arg!(&ctx, Pselect6, "sig"));
+        let entry = Entry {
+            n: arg!(&ctx, Pselect6, "n"),
+            sets: [
+                arg!(&ctx, Pselect6, "inp"),
+                arg!(&ctx, Pselect6, "outp"),
+                arg!(&ctx, Pselect6, "exp"),
+            ],
+            timeout,
+            prelude: sigmask.and(timeout.prelude()),
+        };
+        enter(&process, &entry);
+    }
     0
 }
 
@@ -61,38 +92,26 @@ fn sigmask_prelude(argpack: u64) -> Prelude {
     }
 }
 
-fn enter(ctx: &TracePointContext, syscall: Syscall) {
-    let Some(process) = target::current() else {
-        return;
-    };
-    let timeout = if syscall == Syscall::Select {
-        args::timeval(field(ctx, ENTER_TIMEOUT))
-    } else {
-        args::timespec(field(ctx, ENTER_TIMEOUT))
-    };
-    let mut prelude = timeout.prelude();
-    if syscall == Syscall::Pselect6 {
-        prelude = sigmask_prelude(field(ctx, ENTER_SIGMASK_ARGPACK)).and(prelude);
-    }
-    let n = select::n_from_arg(field(ctx, ENTER_N));
+fn enter(process: &ProcessKey, entry: &Entry) {
+    let n = select::n_from_arg(entry.n);
     // core_sys_select reads max_fds once, at its start; 0: unreadable.
     let max_fds = task::max_fds().unwrap_or(0);
-    let mut pending = Pending::new(process, field(ctx, ENTER_N), max_fds, prelude, timeout);
+    let mut pending = Pending::new(*process, entry.n, max_fds, entry.prelude, entry.timeout);
     if n >= 0 && max_fds != 0 {
         let used_n = (n as u32).min(max_fds);
-        if let Some(scan) = read_sets(ctx, used_n) {
+        if let Some(scan) = read_sets(&entry.sets, used_n) {
             pending.sets_read = 1;
             pending.scan = scan;
         }
     }
     if !stash(&pending)
-        && let Some(mut row) = Row::of(&process)
+        && let Some(mut row) = Row::of(process)
     {
         // No room to follow the call to its exit: each branch it may reach is undecided.
         let call = SelectCall {
             n,
             prelude: Prelude::Unknown,
-            timeout,
+            timeout: entry.timeout,
             max_fds: None,
             ret: UNFOLLOWED_RETURN,
         };
@@ -112,15 +131,12 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
         prelude: Prelude::from_u32(pending.prelude),
         timeout: Timeout::from_u32(pending.timeout),
         max_fds: (pending.count != 0).then_some(pending.count),
-        ret: field(ctx, EXIT_RET) as i64,
+        ret: exit_ret(ctx),
     };
     let scan = (pending.sets_read != 0).then_some(pending.scan);
     select::select(&mut row, &call, scan, &task::Current);
     tally::call(syscall);
 }
-
-/// Offsets of `inp`, `outp` and `exp` in the enter records of select and pselect6.
-const ENTER_SETS: [usize; 3] = [24, 32, 40];
 
 /// Words of each set read per `bpf_loop` step.
 const WORDS_PER_STEP: usize = 32;
@@ -143,13 +159,13 @@ static SET_WALK: PerCpuArray<SetWalk> = PerCpuArray::with_max_entries(1, 0);
 
 /// Reads the fd_sets of a call with `n` fds (after clamping) as `get_fd_set` copies them,
 /// and walks them as `do_select` will; None if any word could not be read.
-fn read_sets(ctx: &TracePointContext, n: u32) -> Option<SetScan> {
+fn read_sets(sets: &[u64; 3], n: u32) -> Option<SetScan> {
     let state = SET_WALK.get_ptr_mut(0)?;
     let words = SetScan::words(n);
     // SAFETY: this CPU's walk state; programs on syscall tracepoints run with preemption
     // off, so it is not shared.
     unsafe {
-        (*state).sets = ENTER_SETS.map(|offset| field(ctx, offset));
+        (*state).sets = *sets;
         (*state).n = n;
         (*state).words = words;
         (*state).readable = 1;

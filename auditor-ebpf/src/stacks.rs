@@ -30,7 +30,7 @@ use aya_ebpf::{
 };
 
 use crate::{
-    field,
+    arg,
     target::{self, global},
 };
 
@@ -123,10 +123,6 @@ pub fn mappings_changed(kind: u32, pid: u32) {
     }
 }
 
-// Offsets from /sys/kernel/tracing/events/syscalls/sys_enter_mmap/format.
-const MMAP_PROT: usize = 32;
-const MMAP_FD: usize = 48;
-
 /// Threads in an mmap of code from a file, by thread id, to tell of at its exit.
 #[map]
 static MAPPING_CODE: HashMap<u32, u32> =
@@ -138,8 +134,8 @@ pub fn mmap_enter(ctx: TracePointContext) -> u32 {
     if global(&STACKS_ON) == 0 {
         return 0;
     }
-    let code = field(&ctx, MMAP_PROT) & stacks::PROT_EXEC != 0;
-    let from_file = field(&ctx, MMAP_FD) as i32 >= 0;
+    let code = arg!(&ctx, Mmap, "prot") & stacks::PROT_EXEC != 0;
+    let from_file = arg!(&ctx, Mmap, "fd") as i32 >= 0;
     if code
         && from_file
         && let Some(process) = target::current()

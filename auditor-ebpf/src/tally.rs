@@ -7,7 +7,7 @@ use core::cell::Cell;
 use crate::stacks;
 use auditor_common::{
     Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, catalogue::Recorder,
-    maps, stacks::RareSites,
+    failure, maps, stacks::RareSites,
 };
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
@@ -28,6 +28,18 @@ static UNATTRIBUTED: PerCpuArray<SiteCounts> = PerCpuArray::with_max_entries(1, 
 /// A row of zeros to start a new row from: too large for the BPF stack.
 #[map]
 static ZERO_ROW: Array<SiteCounts> = Array::with_max_entries(1, 0);
+
+/// Reads that failed, per `auditor_common::failure` kind.
+#[map]
+static FAILURES: PerCpuArray<u64> = PerCpuArray::with_max_entries(failure::COUNT as u32, 0);
+
+/// Counts a read of kind `failure` that failed.
+pub fn failed(failure: u32) {
+    if let Some(slot) = FAILURES.get_ptr_mut(failure) {
+        // SAFETY: this CPU's slot of a per-CPU array; see `Row::record`.
+        unsafe { *slot += 1 }
+    }
+}
 
 /// Calls seen at exit, per followed syscall.
 #[map]

@@ -6,7 +6,7 @@
 //! entry leaves when its thread group has exited, before the kernel can give the pid to
 //! another process, so a reused pid is never counted as the target's.
 
-use auditor_common::{COMM_LEN, EXE_LEN, ProcessKey, Traced, comm_match, maps, traced};
+use auditor_common::{COMM_LEN, EXE_LEN, ProcessKey, Traced, comm_match, failure, maps, traced};
 use aya_ebpf::{
     EbpfContext,
     bindings::BPF_F_NO_PREALLOC,
@@ -178,24 +178,30 @@ fn trace_process(pid: u32, comm: [u8; COMM_LEN]) {
 /// the child is a thread: a new thread's id is entered too, and leaves when it exits.
 #[tracepoint(category = "sched", name = "sched_process_fork")]
 pub fn process_fork(ctx: TracePointContext) -> u32 {
+    if let Err(failure) = try_process_fork(&ctx) {
+        crate::tally::failed(failure);
+    }
+    0
+}
+
+fn try_process_fork(ctx: &TracePointContext) -> Result<(), u32> {
     if empty_programs() || global(&FOLLOW_FORKS) == 0 {
-        return 0;
+        return Ok(());
     }
     // SAFETY: the value is copied out.
     let Some(parent) = (unsafe { TRACED.get(current_tgid()) }).copied() else {
-        return 0;
+        return Ok(());
     };
     if parent.flags & traced::COUNTED == 0 {
-        return 0;
+        return Ok(());
     }
     let offset = global(&FORK_CHILD_PID_OFFSET) as usize;
     // SAFETY: the loader read the offset of child_pid from this kernel's format file.
-    let child = unsafe { ctx.read_at::<u32>(offset) };
+    let child = unsafe { ctx.read_at::<u32>(offset) }.map_err(|_| failure::FORK_CHILD)?;
     // A child starts with the name of the thread that forked it.
-    if let (Ok(child), Ok(comm)) = (child, aya_ebpf::helpers::bpf_get_current_comm()) {
-        trace_process(child, comm);
-    }
-    0
+    let comm = aya_ebpf::helpers::bpf_get_current_comm().map_err(|_| failure::FORK_CHILD)?;
+    trace_process(child, comm);
+    Ok(())
 }
 
 /// `sched:sched_process_exec`: counting of a command the auditor starts begins when it
@@ -203,8 +209,15 @@ pub fn process_fork(ctx: TracePointContext) -> u32 {
 /// thread that execs takes its leader's id: the id it had leaves the table.
 #[tracepoint(category = "sched", name = "sched_process_exec")]
 pub fn process_exec(ctx: TracePointContext) -> u32 {
+    if let Err(failure) = try_process_exec(&ctx) {
+        crate::tally::failed(failure);
+    }
+    0
+}
+
+fn try_process_exec(ctx: &TracePointContext) -> Result<(), u32> {
     if empty_programs() {
-        return 0;
+        return Ok(());
     }
     let tgid = ctx.tgid();
     let target = global(&EXEC_TARGET);
@@ -215,41 +228,35 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
         trace_process(target, comm);
     }
     if let Some(process) = current() {
-        note_exe(&ctx, process);
+        if note_exe(ctx, process).is_none() {
+            crate::tally::failed(failure::EXEC_FILENAME);
+        }
         crate::stacks::mappings_changed(auditor_common::stacks::kind::EXEC, process.pid);
     }
     let offset = global(&EXEC_OLD_PID_OFFSET) as usize;
     // SAFETY: the loader read the offset of old_pid from this kernel's format file.
-    if let Ok(old_pid) = unsafe { ctx.read_at::<u32>(offset) }
-        && old_pid != tgid
-    {
+    let old_pid = unsafe { ctx.read_at::<u32>(offset) }.map_err(|_| failure::EXEC_OLD_PID)?;
+    if old_pid != tgid {
         let _ = TRACED.remove(old_pid);
     }
-    0
+    Ok(())
 }
 
 /// Remembers the path the current process exec'd (the record's `filename`), under its
-/// pid and new name, for the report's per-process rows.
-fn note_exe(ctx: &TracePointContext, process: ProcessKey) {
+/// pid and new name, for the report's per-process rows; None if it could not be read.
+fn note_exe(ctx: &TracePointContext, process: ProcessKey) -> Option<()> {
     let offset = global(&EXEC_FILENAME_OFFSET) as usize;
     // SAFETY: the loader read the offset of the filename's __data_loc from this kernel's
     // format file: its low 16 bits are where the string lies in the record.
-    let Ok(location) = (unsafe { ctx.read_at::<u32>(offset) }) else {
-        return;
-    };
-    let Some(path) = EXE_SCRATCH.get_ptr_mut(0) else {
-        return;
-    };
+    let location = unsafe { ctx.read_at::<u32>(offset) }.ok()?;
+    let path = EXE_SCRATCH.get_ptr_mut(0)?;
     // SAFETY: this CPU's slot of a per-CPU array; this program is not re-entered on it.
     let path = unsafe { &mut *path };
     let start = ctx.as_ptr() as usize + (location & 0xffff) as usize;
     // SAFETY: a bounded, checked read of the record's string.
-    if unsafe { aya_ebpf::helpers::bpf_probe_read_kernel_str_bytes(start as *const u8, path) }
-        .is_err()
-    {
-        return;
-    }
+    unsafe { aya_ebpf::helpers::bpf_probe_read_kernel_str_bytes(start as *const u8, path) }.ok()?;
     let _ = EXES.insert(process, path, 0);
+    Some(())
 }
 
 /// `task:task_rename` (prctl PR_SET_NAME, a write to /proc/PID/comm, and every exec): a
@@ -257,30 +264,34 @@ fn note_exe(ctx: &TracePointContext, process: ProcessKey) {
 /// on is decided again at its next call.
 #[tracepoint(category = "task", name = "task_rename")]
 pub fn task_rename(ctx: TracePointContext) -> u32 {
+    if let Err(failure) = try_task_rename(&ctx) {
+        crate::tally::failed(failure);
+    }
+    0
+}
+
+fn try_task_rename(ctx: &TracePointContext) -> Result<(), u32> {
     if empty_programs() {
-        return 0;
+        return Ok(());
     }
     // SAFETY: the loader read both offsets from this kernel's format file.
-    let Ok(pid) = (unsafe { ctx.read_at::<u32>(global(&RENAME_PID_OFFSET) as usize) }) else {
-        return 0;
-    };
+    let pid = unsafe { ctx.read_at::<u32>(global(&RENAME_PID_OFFSET) as usize) }
+        .map_err(|_| failure::RENAME)?;
     // Only a thread-group leader's name is its process's: threads have no entry but for
     // a moment after their clone, and renaming that one is harmless.
     let Some(entry) = TRACED.get_ptr_mut(pid) else {
-        return 0;
+        return Ok(());
     };
     // SAFETY: a pointer into the map's value, valid for this program run.
     let entry = unsafe { &mut *entry };
     if entry.flags & traced::BY_NAME != 0 {
         let _ = TRACED.remove(pid);
-        return 0;
+        return Ok(());
     }
     let offset = global(&RENAME_NEWCOMM_OFFSET) as usize;
     // SAFETY: as above; a char[16], checked by the loader.
-    if let Ok(comm) = unsafe { ctx.read_at::<[u8; COMM_LEN]>(offset) } {
-        entry.comm = comm;
-    }
-    0
+    entry.comm = unsafe { ctx.read_at::<[u8; COMM_LEN]>(offset) }.map_err(|_| failure::RENAME)?;
+    Ok(())
 }
 
 /// `sched:sched_process_exit` runs in each exiting task before its id is freed: a thread's

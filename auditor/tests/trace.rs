@@ -475,3 +475,39 @@ fn all_processes_but_the_auditor() {
         assert_eq!(got, expected[0].site(site), "{site:?}");
     }
 }
+
+/// The probe reads each syscall's record as `SysEnter<N>` / `SysExit`, its arguments by the
+/// names the syscall table gives them: every one of them lies where this kernel's format
+/// files put it, and the table names every argument the record has.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn the_syscall_records_are_laid_out_as_the_format_files_say() {
+    use auditor::tracefs;
+    use auditor_common::syscalls::{SYSCALLS, SysEnter, SysExit};
+    require_privileges();
+    tracefs::ensure_mounted().unwrap();
+    let args_start = std::mem::offset_of!(SysEnter<1>, args);
+    for info in SYSCALLS.iter().filter(|info| info.enter) {
+        let event = format!("sys_enter_{}", info.name);
+        for (index, name) in info.args.iter().enumerate() {
+            let offset = tracefs::field_offset("syscalls", &event, name).unwrap();
+            assert_eq!(offset, args_start + 8 * index, "{event} {name}");
+        }
+        let format = std::fs::read_to_string(format!(
+            "{}/events/syscalls/{event}/format",
+            tracefs::MOUNT_POINT
+        ))
+        .unwrap();
+        // The common fields, `__syscall_nr`, then the arguments.
+        let fields = format
+            .lines()
+            .filter(|l| l.trim().starts_with("field:"))
+            .count();
+        assert_eq!(fields, 5 + info.args.len(), "{event}: {format}");
+    }
+    for info in SYSCALLS.iter().filter(|info| info.exit) {
+        let event = format!("sys_exit_{}", info.name);
+        let offset = tracefs::field_offset("syscalls", &event, "ret").unwrap();
+        assert_eq!(offset, std::mem::offset_of!(SysExit, ret), "{event}");
+    }
+}

@@ -5,7 +5,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use auditor_common::{
     COMM_LEN, Counts, EXE_LEN, ProcessKey, SITE_COUNT, Site, SiteCounts, Syscall, TaskOffsets,
-    Traced, comm_match, globals, maps, stacks, syscalls::SYSCALLS, traced,
+    Traced, comm_match, failure, globals, maps, stacks, syscalls::SYSCALLS, traced,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -35,16 +35,14 @@ struct Program {
     event: String,
 }
 
-/// The probe's programs besides those of the syscall table: the processes' lifetimes, and
-/// (with `--stacks`) the mappings of code (the loader, dlopen). Attached first, so that
-/// the traced set follows forks and execs before any call is counted.
-const LIFETIME_PROGRAMS: [(&str, &str, &str); 6] = [
+/// The probe's programs besides those of the syscall table: the processes' lifetimes.
+/// Attached first, so that the traced set follows forks and execs before any call is
+/// counted.
+const LIFETIME_PROGRAMS: [(&str, &str, &str); 4] = [
     ("process_fork", "sched", "sched_process_fork"),
     ("task_rename", "task", "task_rename"),
     ("process_exec", "sched", "sched_process_exec"),
     ("process_exit", "sched", "sched_process_exit"),
-    ("mmap_enter", "syscalls", "sys_enter_mmap"),
-    ("mmap_exit", "syscalls", "sys_exit_mmap"),
 ];
 
 /// Every program of the probe: those above, then, for each syscall of the table,
@@ -159,6 +157,21 @@ fn map_error(map: &str, error: impl std::fmt::Display) -> Error {
     Error::Probe(format!("probe map {map}: {error}"))
 }
 
+/// What the report says of the records the probe could not read, per `failure` kind.
+fn failure_notes(failures: &[u64; failure::COUNT]) -> impl Iterator<Item = String> + '_ {
+    const WHAT: [&str; failure::COUNT] = [
+        "sched_process_fork records (children of traced processes it may not have followed)",
+        "sched_process_exec records' old pid (a thread that exec'd may stay in the traced set)",
+        "sched_process_exec records' file name (the program is not named in the rows)",
+        "task_rename records (a process's calls may go under its old name)",
+    ];
+    failures
+        .iter()
+        .zip(WHAT)
+        .filter(|(count, _)| **count > 0)
+        .map(|(count, what)| format!("The probe could not read {count} {what}."))
+}
+
 /// The last lines of a verifier log: where it gave up and why.
 fn log_tail(log: &str, lines: usize) -> String {
     let all: Vec<&str> = log.lines().collect();
@@ -177,6 +190,8 @@ pub struct Probe {
     collector: Option<Collector>,
     /// ... and what they came to once it stopped, with the probe's `stacks::stat` counters.
     collected: Option<(Collected, [u64; stacks::stat::COUNT as usize])>,
+    /// Reads of records that failed, per `failure` kind, once it stopped.
+    failures: [u64; failure::COUNT],
 }
 
 impl Probe {
@@ -333,6 +348,7 @@ impl Probe {
                 .collect(),
             collector,
             collected: None,
+            failures: [0; failure::COUNT],
         })
     }
 
@@ -348,6 +364,7 @@ impl Probe {
                      matches the calling thread's name, not its process's."
                 )
             })
+            .chain(failure_notes(&self.failures))
             .chain(
                 self.collected
                     .iter()
@@ -399,24 +416,31 @@ impl Probe {
             links.push(link);
         }
         close_links_in_background(links);
+        self.failures = self.counters(maps::FAILURES)?;
         if let Some(collector) = self.collector.take() {
-            let stats: PerCpuArray<_, u64> = PerCpuArray::try_from(
-                self.ebpf
-                    .map(maps::STACK_STATS)
-                    .ok_or_else(|| map_error(maps::STACK_STATS, "missing"))?,
-            )
-            .map_err(|e| map_error(maps::STACK_STATS, e))?;
-            let mut counters = [0; stacks::stat::COUNT as usize];
-            for (index, counter) in counters.iter_mut().enumerate() {
-                *counter = stats
-                    .get(&(index as u32), 0)
-                    .map_err(|e| map_error(maps::STACK_STATS, e))?
-                    .iter()
-                    .sum();
-            }
+            let counters = self.counters(maps::STACK_STATS)?;
             self.collected = Some((collector.finish(), counters));
         }
         Ok(())
+    }
+
+    /// The probe's per-CPU u64 counters in map `name`, summed over the CPUs.
+    fn counters<const N: usize>(&self, name: &str) -> Result<[u64; N], Error> {
+        let map = self
+            .ebpf
+            .map(name)
+            .ok_or_else(|| map_error(name, "missing"))?;
+        let counters: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(map).map_err(|e| map_error(name, e))?;
+        let mut sums = [0; N];
+        for (index, sum) in sums.iter_mut().enumerate() {
+            *sum = counters
+                .get(&(index as u32), 0)
+                .map_err(|e| map_error(name, e))?
+                .iter()
+                .sum();
+        }
+        Ok(sums)
     }
 
     /// Runs of the probe's programs that the kernel skipped because another BPF program
@@ -670,6 +694,21 @@ mod tests {
         let long = comm_key("a-very-long-program-name");
         assert_eq!(long[15], 0);
         assert_eq!(comm_string(&long), "a-very-long-pro");
+    }
+
+    #[test]
+    fn failed_reads_are_told() {
+        let mut failures = [0; failure::COUNT];
+        assert_eq!(failure_notes(&failures).count(), 0);
+        failures[failure::FORK_CHILD as usize] = 2;
+        let notes: Vec<String> = failure_notes(&failures).collect();
+        assert_eq!(
+            notes,
+            [
+                "The probe could not read 2 sched_process_fork records (children of traced \
+              processes it may not have followed)."
+            ]
+        );
     }
 
     #[test]
