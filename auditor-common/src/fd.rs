@@ -294,7 +294,7 @@ fn later_undecided<R: Recorder>(recorder: &mut R) {
 
 /// `alloc_fd(start, end)` from the table it started with, which returned `result`. Each
 /// pass of its `repeat` loop (after the table grew) evaluates the branches again.
-pub fn alloc_fd<R: Recorder>(recorder: &mut R, table: &AllocStart, result: AllocResult) {
+fn alloc_fd<R: Recorder>(recorder: &mut R, table: &AllocStart, result: AllocResult) {
     // fd = max(start, files->next_fd).
     let fd0 = if table.start > table.next_fd {
         table.start

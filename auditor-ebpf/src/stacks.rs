@@ -15,8 +15,6 @@ use auditor_common::{
         pt_regs, stat,
     },
 };
-use core::cell::Cell;
-
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     cty::c_void,
@@ -63,30 +61,35 @@ static BUDGET: PerCpuArray<Budget> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static RARE_SITES: PerCpuArray<RareSites> = PerCpuArray::with_max_entries(1, 0);
 
-/// This CPU's rare sites, with `--stacks` (null without: the verifier prunes the rest).
+/// This CPU's record of the call about to be counted, with `--stacks` (null without: the
+/// verifier prunes the rest): cleared, as no site has been evaluated yet.
 #[inline(always)]
-pub fn rare_sites() -> *mut RareSites {
+pub fn begin_call() -> *mut RareSites {
     if global(&STACKS_ON) == 0 {
         return core::ptr::null_mut();
     }
-    RARE_SITES.get_ptr_mut(0).unwrap_or(core::ptr::null_mut())
+    let Some(sites) = RARE_SITES.get_ptr_mut(0) else {
+        return core::ptr::null_mut();
+    };
+    // SAFETY: this CPU's entry, not shared within a program run (see `RARE_SITES`).
+    unsafe {
+        (*sites).sites = 0;
+        (*sites).counts = [Counts::ZERO; SITE_COUNT];
+    }
+    sites
 }
 
-/// Offers one call's `counts` at `site` (`so_far`: the site's counts in the row, these
-/// included): if they went the way `--stacks` asks for, the site is noted in `sites` and
-/// `rare` is set, and the call's stack is taken at the end of the program run.
+/// Adds one evaluation's `counts` at `site` to the call's (`so_far`: the site's counts in
+/// the row, these included): if the call's evaluations there went the way `--stacks` asks
+/// for, the site is noted in `sites`, and the call's stack is taken at the end of the
+/// program run ([`take_if_rare`]).
 ///
-/// The counts are tested as read back from map memory, whose values the verifier does not
-/// track: tested where they were computed, each combination of a handler's outcomes would
-/// be verified apart (seconds of loading). For the same reason `rare` only goes 0 to 1.
+/// The call's counts are tested as read back from map memory, and what the test found is
+/// written there: the verifier tracks neither, so the states after either outcome are one
+/// (tested where they were computed, or noted on the stack, each combination of a
+/// handler's outcomes would be verified apart: seconds of loading).
 #[inline(always)]
-pub fn offer(
-    sites: *mut RareSites,
-    rare: &Cell<u32>,
-    site: Site,
-    counts: &Counts,
-    so_far: &Counts,
-) {
+pub fn note(sites: *mut RareSites, site: Site, counts: &Counts, so_far: &Counts) {
     let arms = global(&STACK_ARMS[site as usize]);
     if sites.is_null() || arms == 0 {
         return;
@@ -96,17 +99,21 @@ pub fn offer(
     let Some(slot) = sites.counts.get_mut(site as usize) else {
         return;
     };
-    *slot = *counts;
+    slot.add(counts);
     // SAFETY: a valid, aligned map value just written.
-    let counts = unsafe { core::ptr::read_volatile(slot) };
-    if !stacks::wanted(arms, &counts, so_far) {
-        return;
+    let call = unsafe { core::ptr::read_volatile(slot) };
+    if stacks::wanted(arms, &call, so_far) {
+        sites.sites |= 1 << site as u32;
     }
-    if rare.get() == 0 {
-        sites.sites = 0;
+}
+
+/// At the end of a call's program run: its stack, if it went a rare way somewhere.
+#[inline(always)]
+pub fn take_if_rare(sites: *const RareSites, process: &ProcessKey) {
+    // SAFETY: this CPU's entry, not shared within a program run (see `RARE_SITES`).
+    if !sites.is_null() && unsafe { core::ptr::read_volatile(&(*sites).sites) } != 0 {
+        take(process);
     }
-    sites.sites |= 1 << site as u32;
-    rare.set(1);
 }
 
 /// Tells the user side that `pid`'s mappings changed (`kind::EXEC`, `kind::MAP_CODE`),
@@ -228,11 +235,11 @@ fn within_budget() -> bool {
     true
 }
 
-/// Takes the calling thread's stack, for the rare sites `offer` noted, if sampling and
+/// Takes the calling thread's stack, for the rare sites `note` found, if sampling and
 /// the budget let it: its user registers (the task's saved `pt_regs`) and the pages of its
 /// stack from the stack pointer's up, as far as they can be read.
 #[inline(never)]
-pub fn take(process: &ProcessKey) {
+fn take(process: &ProcessKey) {
     let Some(rare) = RARE_SITES.get_ptr(0) else {
         return;
     };

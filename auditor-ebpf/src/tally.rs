@@ -2,8 +2,6 @@
 //! hash, found once per call; one row for counts that found no room there; and calls per
 //! syscall.
 
-use core::cell::Cell;
-
 use crate::stacks;
 use auditor_common::{
     Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, catalogue::Recorder,
@@ -49,18 +47,15 @@ static CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SYSCALL_COUNT as 
 pub struct Row {
     counts: *mut SiteCounts,
     process: ProcessKey,
-    /// This CPU's rare sites of the call, with `--stacks` (else null).
+    /// This CPU's evaluations of the call, with `--stacks` (else null): its stack is taken
+    /// when the row is dropped, at the end of the program run, if they went the way
+    /// `--stacks` asks for somewhere.
     rare_sites: *mut RareSites,
-    /// 1 once a site of this call went the way `--stacks` asks for: the call's stack is
-    /// taken when the row is dropped, at the end of the program run.
-    rare: Cell<u32>,
 }
 
 impl Drop for Row {
     fn drop(&mut self) {
-        if self.rare.get() != 0 {
-            stacks::take(&self.process);
-        }
+        stacks::take_if_rare(self.rare_sites, &self.process);
     }
 }
 
@@ -71,8 +66,7 @@ impl Row {
         let row = |counts| Row {
             counts,
             process: *process,
-            rare_sites: stacks::rare_sites(),
-            rare: Cell::new(0),
+            rare_sites: stacks::begin_call(),
         };
         if let Some(counts) = COUNTS.get_ptr_mut(process) {
             return Some(row(counts));
@@ -100,7 +94,7 @@ impl Row {
             // re-entered on the same CPU: no other reference to it is live.
             unsafe { (*slot).add(counts) };
             // SAFETY: as above.
-            stacks::offer(self.rare_sites, &self.rare, site, counts, unsafe { &*slot });
+            stacks::note(self.rare_sites, site, counts, unsafe { &*slot });
         }
     }
 
@@ -112,12 +106,9 @@ impl Row {
             // SAFETY: as in `record`.
             unsafe { (*slot).record(evaluation, 1) };
             if !self.rare_sites.is_null() {
-                let mut counts = Counts::ZERO;
-                counts.record(evaluation, 1);
-                // SAFETY: as in `record`.
-                stacks::offer(self.rare_sites, &self.rare, site, &counts, unsafe {
-                    &*slot
-                });
+                let counts = Counts::of(evaluation, 1);
+                // SAFETY: as in `add_counts`.
+                stacks::note(self.rare_sites, site, &counts, unsafe { &*slot });
             }
         }
     }

@@ -321,16 +321,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
     })?;
     say_how_it_ended(command, session.command_status);
     let code = session.exit_code();
-    let report = Report::new(
-        "ebpf",
-        session.description,
-        session.elapsed,
-        &session.tally,
-        // The probe decides every catalogued site.
-        |_| true,
-    )
-    .with_notes(session.notes);
-    print_report(report, &args.output, destination)?;
+    print_report(Report::of(&session.observation), &args.output, destination)?;
     Ok(ExitCode::from(code))
 }
 
@@ -419,14 +410,7 @@ fn report_replay(
     (output, destination): (&OutputArgs, Destination),
     code: u8,
 ) -> anyhow::Result<ExitCode> {
-    let report = Report::new(
-        "strace",
-        target,
-        started.elapsed(),
-        &replay.tally(),
-        auditor::source::strace::replay::decides,
-    )
-    .with_notes(replay.notes());
+    let report = Report::of(&replay.observe(target, started.elapsed()));
     print_report(report, output, destination)?;
     Ok(ExitCode::from(
         if code == status::SUCCESS && replay.unreadable() > 0 {

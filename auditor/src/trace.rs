@@ -27,7 +27,10 @@ use nix::{
 
 use crate::{
     Error,
-    source::ebpf::{Filter, Probe},
+    source::{
+        Observation,
+        ebpf::{self, Filter, Probe},
+    },
     stacks::Arms,
     status::{self, Ending},
     tally::Tally,
@@ -68,10 +71,8 @@ pub struct Options {
 /// The result of a session.
 #[derive(Debug)]
 pub struct Session {
-    pub tally: Tally,
-    pub elapsed: Duration,
-    /// What was traced, for the report.
-    pub description: String,
+    /// What the probe counted, and what it says of its view and of how the session ended.
+    pub observation: Observation,
     /// The started command's pid and how it ended, if it ended while traced.
     pub command_pid: Option<u32>,
     pub command_status: Option<Ending>,
@@ -79,9 +80,6 @@ pub struct Session {
     pub stopped_by: Option<i32>,
     /// Whether the probe was attached (a signal during loading stops before).
     pub attached: bool,
-    /// What the source says about its own view (e.g. task state it cannot read), and how
-    /// the session ended when that is not the usual way.
-    pub notes: Vec<String>,
 }
 
 impl Session {
@@ -415,14 +413,12 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
                 note.push_str(" The command was not started.");
             }
             return Ok(Session {
-                tally: Tally::default(),
-                elapsed: Duration::ZERO,
-                description,
+                observation: ebpf::observation(description, Duration::ZERO, Tally::default())
+                    .with_note(note),
                 command_pid: None,
                 command_status: None,
                 stopped_by: Some(signal),
                 attached: false,
-                notes: vec![note],
             });
         }
         Err(error) => return Err(error),
@@ -502,7 +498,8 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
     }
     let elapsed = started.elapsed();
     probe.detach()?;
-    let mut notes = probe.notes();
+    let tally = probe.tally()?;
+    let mut notes = probe.notes(&tally);
     for name in probe.unmatched_names()? {
         notes.push(format!(
             "Warning: no process named `{name}` ran during the session."
@@ -524,14 +521,13 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         }
         End::Duration | End::TargetsGone => (None, None),
     };
+    let mut observation = ebpf::observation(description, elapsed, tally);
+    observation.notes = notes;
     Ok(Session {
-        tally: probe.tally()?,
-        elapsed,
-        description,
+        observation,
         command_pid: child.map(|c| c.as_raw() as u32),
         command_status,
         stopped_by,
         attached: true,
-        notes,
     })
 }

@@ -42,13 +42,7 @@ fn every_fixture_parses_to_the_probes_counts() {
             replay.notes()
         );
         let tally = replay.tally();
-        let report = Report::new(
-            "strace",
-            String::new(),
-            Default::default(),
-            &tally,
-            replay::decides,
-        );
+        let report = Report::of(&replay.observe(String::new(), Default::default()));
         for site in Site::ALL {
             let id = site.info().id;
             let counts = &expected["sites"][id];

@@ -102,11 +102,18 @@ fn a_pid_reused_by_another_process_is_not_counted() {
     });
     assert!(reused, "the kernel never gave the exited child's pid again");
     assert_eq!(
-        site_of(&session.tally, WORKLOAD_COMM, Site::PollFdNegative),
+        site_of(
+            &session.observation.tally,
+            WORKLOAD_COMM,
+            Site::PollFdNegative
+        ),
         Counts::ZERO,
         "the stranger was counted"
     );
-    assert_eq!(session.tally.site_total(Site::PollFdNegative), Counts::ZERO);
+    assert_eq!(
+        session.observation.tally.site_total(Site::PollFdNegative),
+        Counts::ZERO
+    );
 }
 
 /// Traces by name while workload `steps` runs, and ends the session with SIGTERM.
@@ -148,8 +155,8 @@ fn names_match_processes_as_ps_shows_them_and_threads_when_asked() {
     let session = trace_by_name(&["auditor-workload", "no-such-program"], &[], steps);
     let both = |session: &trace::Session, comm: &str| {
         (
-            site_of(&session.tally, comm, Site::SelectNNegative),
-            site_of(&session.tally, comm, Site::PollFdNegative),
+            site_of(&session.observation.tally, comm, Site::SelectNNegative),
+            site_of(&session.observation.tally, comm, Site::PollFdNegative),
         )
     };
     // Every thread counts, under the process's name as ps shows it.
@@ -159,6 +166,7 @@ fn names_match_processes_as_ps_shows_them_and_threads_when_asked() {
     );
     assert_eq!(both(&session, worker), (Counts::ZERO, Counts::ZERO));
     let warnings: Vec<&String> = session
+        .observation
         .notes
         .iter()
         .filter(|n| n.starts_with("Warning"))
@@ -174,7 +182,13 @@ fn names_match_processes_as_ps_shows_them_and_threads_when_asked() {
         both(&session, WORKLOAD_COMM),
         (Counts::new(1, 0, 0), Counts::new(40, 0, 0))
     );
-    assert!(session.notes.iter().all(|n| !n.starts_with("Warning")));
+    assert!(
+        session
+            .observation
+            .notes
+            .iter()
+            .all(|n| !n.starts_with("Warning"))
+    );
 }
 
 /// A process that renames itself (prctl PR_SET_NAME, as exec does) is counted under its
@@ -188,8 +202,8 @@ fn a_renamed_process_is_counted_under_its_new_name() {
     let steps = format!("select:2:-1 name:{renamed} poll:4:10:10 name:{WORKLOAD_COMM} select:1:-1");
     let both = |session: &trace::Session, comm: &str| {
         (
-            site_of(&session.tally, comm, Site::SelectNNegative),
-            site_of(&session.tally, comm, Site::PollFdNegative),
+            site_of(&session.observation.tally, comm, Site::SelectNNegative),
+            site_of(&session.observation.tally, comm, Site::PollFdNegative),
         )
     };
     let (three_selects, forty_entries) = (Counts::new(3, 0, 0), Counts::new(40, 0, 0));

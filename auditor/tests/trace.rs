@@ -37,7 +37,7 @@ fn assert_workload_exact(steps: &str) {
 /// The started workload's counts in `session` are exactly what `steps` make.
 fn assert_command_exact(session: &trace::Session, steps: &str) {
     let pid = session.command_pid.unwrap();
-    assert_exact(&session.tally, steps, pid, Start::Exec);
+    assert_exact(&session.observation.tally, steps, pid, Start::Exec);
 }
 
 fn trace_workload(steps: &str) -> trace::Session {
@@ -227,11 +227,16 @@ fn assert_attached_exact(steps: &str) {
     options.duration = Some(limit);
     let session = trace::trace_with(&options, || stdin.write_all(b"go\n").unwrap()).unwrap();
     assert!(
-        session.elapsed < limit,
+        session.observation.elapsed < limit,
         "the session did not end with the process"
     );
     assert!(child.wait().unwrap().success());
-    assert_exact(&session.tally, steps, pid, Start::Attached { max_fds });
+    assert_exact(
+        &session.observation.tally,
+        steps,
+        pid,
+        Start::Attached { max_fds },
+    );
 }
 
 #[test]
@@ -286,7 +291,7 @@ fn comm_target_counts_processes_by_name_until_signalled() {
         nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM).unwrap();
     })
     .unwrap();
-    assert_exact(&session.tally, steps, pid, Start::Exec);
+    assert_exact(&session.observation.tally, steps, pid, Start::Exec);
 }
 
 #[test]
@@ -299,14 +304,14 @@ fn duration_ends_a_session_and_stops_the_command() {
     // The workload slept the whole time and was sent SIGTERM: nothing but the dynamic
     // loader's and set-up's calls was counted (how many opens depends on the loader's
     // search path).
-    let calls: Vec<(&str, u64)> = session.tally.calls().collect();
+    let calls: Vec<(&str, u64)> = session.observation.tally.calls().collect();
     assert!(
         calls
             .iter()
             .all(|(name, _)| ["close", "read", "openat", "dup2"].contains(name)),
         "{calls:?}"
     );
-    assert!(session.elapsed >= Duration::from_millis(300));
+    assert!(session.observation.elapsed >= Duration::from_millis(300));
 }
 
 #[test]
@@ -402,7 +407,7 @@ fn probe_and_strace_agree_on_one_run() {
         logged_rows.keys().map(|(pid, _, _)| *pid).collect();
     // The child's thread counts for the child, as the probe counts it.
     assert_eq!(pids.len(), 2, "the workload and its child: {pids:?}");
-    let probed_rows: std::collections::BTreeMap<_, _> = per_process(&session.tally)
+    let probed_rows: std::collections::BTreeMap<_, _> = per_process(&session.observation.tally)
         .into_iter()
         .filter(|((pid, _, _), _)| pids.contains(pid))
         .collect();
@@ -456,6 +461,7 @@ fn all_processes_but_the_auditor() {
     let me = std::process::id();
     assert!(
         session
+            .observation
             .tally
             .per_process()
             .all(|(process, _, _)| process.pid != me)
@@ -467,7 +473,7 @@ fn all_processes_but_the_auditor() {
         auditor_common::Site::SelectNNegative,
     ] {
         let mut got = auditor_common::Counts::ZERO;
-        for (process, row_site, counts) in session.tally.per_process() {
+        for (process, row_site, counts) in session.observation.tally.per_process() {
             if process.pid == pid && process.comm == common::WORKLOAD_COMM && row_site == site {
                 got.add(counts);
             }

@@ -163,8 +163,6 @@ pub fn pooled_notes(sites: &[SiteReport], by: GroupBy, groups: &[GroupReport]) -
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use auditor_common::Site;
 
     use crate::{
@@ -201,7 +199,7 @@ mod tests {
             Site::PollFdNegative,
             &Counts::new(1, 99, 0),
         );
-        let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| true)
+        let report = Report::of(&crate::report::tests::observed(&tally, |_| true))
             .only(&[Site::PollFdNegative])
             .grouped(Some(GroupBy::Program));
         assert_eq!(report.groups.len(), 13);

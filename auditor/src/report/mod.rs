@@ -9,7 +9,7 @@ pub mod svg;
 mod table;
 mod text;
 
-use std::{collections::BTreeMap, io::Write, time::Duration};
+use std::{collections::BTreeMap, io::Write};
 
 use auditor_common::{
     Counts, Site,
@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::{
     kernel_src,
+    source::Observation,
     tally::Tally,
     verdict::{self, Arm, Verdict},
 };
@@ -230,12 +231,10 @@ pub struct Report {
     parts: Vec<Part>,
     /// What the reader must know to trust the numbers.
     pub notes: Vec<String>,
-    /// The notes before the sites' own (the source's, how counts are taken) and after
-    /// them (what the probe missed); `notes` is made of these and the shown sites'.
+    /// The notes before the sites' own (the source's, how counts are taken); `notes` is
+    /// made of these and the shown sites'.
     #[serde(skip)]
     leading_notes: Vec<String>,
-    #[serde(skip)]
-    trailing_notes: Vec<String>,
 }
 
 fn taken_share(counts: &Counts) -> Option<f64> {
@@ -257,20 +256,15 @@ fn by_file() -> Vec<&'static SiteInfo> {
 }
 
 impl Report {
-    /// A report of `tally`, a run on this machine that ends now; `measured` says which
-    /// sites the source decides.
-    pub fn new(
-        source: &str,
-        target: String,
-        duration: Duration,
-        tally: &Tally,
-        measured: impl Fn(Site) -> bool,
-    ) -> Report {
-        Report::of_runs(
-            vec![saved::Run::here(source, target, duration)],
-            tally,
-            measured,
-        )
+    /// The report of what a source observed: a run on this machine that ends now.
+    pub fn of(observation: &Observation) -> Report {
+        let run = saved::Run::here(
+            observation.source,
+            observation.target.clone(),
+            observation.elapsed,
+        );
+        Report::of_runs(vec![run], &observation.tally, observation.measured)
+            .with_notes(observation.notes.clone())
     }
 
     /// A report of saved reports, read (and merged) again.
@@ -337,7 +331,7 @@ impl Report {
                 counts: *counts,
             })
             .collect();
-        let (mut leading_notes, trailing_notes) = tally_notes(tally);
+        let mut leading_notes = tally_notes(tally);
         if runs.len() > 1 {
             leading_notes.splice(
                 0..0,
@@ -383,7 +377,6 @@ impl Report {
             parts: Vec::new(),
             notes: Vec::new(),
             leading_notes,
-            trailing_notes,
         };
         report.parts = vec![Part::of(&report.runs, tally)];
         report.refresh_rare_sources();
@@ -486,7 +479,6 @@ impl Report {
         if let Some(by) = self.grouped_by {
             notes.extend(groups::pooled_notes(&self.sites, by, &self.groups));
         }
-        notes.extend(self.trailing_notes.iter().cloned());
         self.notes = notes;
     }
 
@@ -498,7 +490,7 @@ impl Report {
     }
 
     /// Adds the source's own notes (first: they qualify everything below them).
-    pub fn with_notes(mut self, notes: Vec<String>) -> Report {
+    fn with_notes(mut self, notes: Vec<String>) -> Report {
         self.source_notes.extend(notes.iter().cloned());
         self.leading_notes.splice(0..0, notes);
         self.refresh_notes();
@@ -568,8 +560,8 @@ fn run_note(index: usize, run: &saved::Run) -> String {
     )
 }
 
-/// Notes on how the tally's counts were taken: before the sites' notes, and after them.
-fn tally_notes(tally: &Tally) -> (Vec<String>, Vec<String>) {
+/// How the tally's counts were taken, whatever the source: before the sites' notes.
+fn tally_notes(tally: &Tally) -> Vec<String> {
     let mut notes = Vec::new();
     if tally.total_calls() > 0 {
         notes.push(
@@ -579,23 +571,7 @@ fn tally_notes(tally: &Tally) -> (Vec<String>, Vec<String>) {
                 .to_string(),
         );
     }
-    let leading = std::mem::take(&mut notes);
-    if tally.missed_probe_runs() > 0 {
-        notes.push(format!(
-            "The kernel skipped {} of the probe (another BPF program was running on the same \
-             CPU): up to that many calls are missing from the counts.",
-            counted(tally.missed_probe_runs(), "run", "runs")
-        ));
-    }
-    for (site, counts) in tally.unattributed() {
-        notes.push(format!(
-            "{}: {} in the totals but not attributed to a process (the per-process table was \
-             full).",
-            site.info().id,
-            counted(counts.total(), "evaluation is", "evaluations are")
-        ));
-    }
-    (leading, notes)
+    notes
 }
 
 /// Notes on the shown sites: which are not measured, which have undecided evaluations.
@@ -778,6 +754,18 @@ mod tests {
         );
     }
 
+    /// A test source's observation of `tally`, deciding the sites `measured` says.
+    pub(crate) fn observed(tally: &Tally, measured: fn(Site) -> bool) -> Observation {
+        Observation {
+            source: "test",
+            target: String::new(),
+            elapsed: std::time::Duration::ZERO,
+            tally: tally.clone(),
+            notes: Vec::new(),
+            measured,
+        }
+    }
+
     #[test]
     fn counts_read_as_english() {
         assert_eq!(counted(1, "line is", "lines are"), "1 line is");
@@ -795,9 +783,11 @@ mod tests {
         tally.add(process.clone(), Site::PollFdNotOpen, &Counts::new(1, 2, 3));
         tally.add(process, Site::CloseOk, &Counts::new(4, 0, 5));
         tally.add_calls(auditor_common::Syscall::Poll, 1);
-        let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| true)
-            .with_notes(vec!["from the source".into()])
-            .only(&[Site::CloseOk]);
+        let observation = Observation {
+            notes: vec!["from the source".into()],
+            ..observed(&tally, |_| true)
+        };
+        let report = Report::of(&observation).only(&[Site::CloseOk]);
         assert_eq!(report.sites.len(), 1);
         assert!(report.processes.iter().all(|p| p.site == "close.ok"));
         assert_eq!(report.notes.len(), 4, "{:?}", report.notes);
@@ -819,7 +809,7 @@ mod tests {
             comm: "p".into(),
         };
         tally.add(process, Site::PollFdNotOpen, &Counts::new(0, 1000, 0));
-        let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| true);
+        let report = Report::of(&observed(&tally, |_| true));
         assert_eq!(
             report.site(Site::PollFdNotOpen).verdict.kind,
             VerdictKind::Candidate
@@ -835,8 +825,7 @@ mod tests {
             (Some(Hint::Unlikely), VerdictKind::Holds)
         );
         // A site the source does not measure stays unmeasured.
-        let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| false)
-            .with_proposals(&[proposal]);
+        let report = Report::of(&observed(&tally, |_| false)).with_proposals(&[proposal]);
         assert_eq!(
             report.site(Site::PollFdNotOpen).verdict.kind,
             VerdictKind::NotMeasured
@@ -863,7 +852,7 @@ mod tests {
                 &Counts::new(taken, not_taken, 0),
             );
         }
-        let report = Report::new("test", String::new(), Duration::ZERO, &tally, |_| true);
+        let report = Report::of(&observed(&tally, |_| true));
         let site = report.site(Site::PollFdNegative);
         assert_eq!(site.rare_arm, Arm::Taken);
         let from: Vec<(u32, u64)> = site

@@ -1,7 +1,10 @@
 //! The eBPF source: loads the probe embedded in this binary, points it at the target,
 //! attaches it to its tracepoints, and reads its per-CPU counters into a tally.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::{
+    os::fd::{AsFd, AsRawFd, BorrowedFd},
+    time::Duration,
+};
 
 use auditor_common::{
     COMM_LEN, Counts, EXE_LEN, ProcessKey, SITE_COUNT, Site, SiteCounts, Syscall, TaskOffsets,
@@ -16,6 +19,8 @@ use aya::{
 use crate::{
     Error,
     btf::{self, Btf},
+    report::counted,
+    source::Observation,
     stacks::{
         Arms,
         collect::{Collected, Collector},
@@ -155,6 +160,39 @@ fn comm_string(comm: &[u8; COMM_LEN]) -> String {
 
 fn map_error(map: &str, error: impl std::fmt::Display) -> Error {
     Error::Probe(format!("probe map {map}: {error}"))
+}
+
+/// The observation of a probe session: the probe decides every catalogued site.
+pub fn observation(target: String, elapsed: Duration, tally: Tally) -> Observation {
+    Observation {
+        source: "ebpf",
+        target,
+        elapsed,
+        tally,
+        notes: Vec::new(),
+        measured: |_| true,
+    }
+}
+
+/// What the probe missed: runs the kernel skipped, counts with no room in the
+/// per-process table.
+fn missed_notes(tally: &Tally) -> impl Iterator<Item = String> + '_ {
+    let skipped = (tally.missed_probe_runs() > 0).then(|| {
+        format!(
+            "The kernel skipped {} of the probe (another BPF program was running on the same \
+             CPU): up to that many calls are missing from the counts.",
+            counted(tally.missed_probe_runs(), "run", "runs")
+        )
+    });
+    let unattributed = tally.unattributed().map(|(site, counts)| {
+        format!(
+            "{}: {} in the totals but not attributed to a process (the per-process table was \
+             full).",
+            site.info().id,
+            counted(counts.total(), "evaluation is", "evaluations are")
+        )
+    });
+    skipped.into_iter().chain(unattributed)
 }
 
 /// What the report says of the records the probe could not read, per `failure` kind.
@@ -353,7 +391,9 @@ impl Probe {
     }
 
     /// What the report must say about this probe's view of the kernel.
-    pub fn notes(&self) -> Vec<String> {
+    /// What the report must say of this probe's view, and of what it missed in `tally`
+    /// (its counts, once it stopped).
+    pub fn notes(&self, tally: &Tally) -> Vec<String> {
         self.task_state_error
             .iter()
             .map(|why| {
@@ -364,6 +404,7 @@ impl Probe {
                      matches the calling thread's name, not its process's."
                 )
             })
+            .chain(missed_notes(tally))
             .chain(failure_notes(&self.failures))
             .chain(
                 self.collected

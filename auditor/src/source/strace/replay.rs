@@ -6,6 +6,7 @@ use std::{
     collections::{BTreeMap, HashMap},
     io::Read,
     path::Path,
+    time::Duration,
 };
 
 use auditor_common::{
@@ -21,6 +22,7 @@ use super::{
     records::{Item, NoEnd, PidMap, Record, Records, Start, Started, stitch},
 };
 use crate::{
+    source::Observation,
     stacks::Frame,
     tally::{Process, Tally},
 };
@@ -493,6 +495,19 @@ impl Replay {
         tally
     }
 
+    /// What a replay of `target` (the logs, or a live strace of it) observed, in
+    /// `elapsed`.
+    pub fn observe(&self, target: String, elapsed: Duration) -> Observation {
+        Observation {
+            source: "strace",
+            target,
+            elapsed,
+            tally: self.tally(),
+            notes: self.notes(),
+            measured: decides,
+        }
+    }
+
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self
             .unreadable_files
@@ -709,13 +724,7 @@ mod tests {
                 (Site::CloseOk, "app(cleanup)", Counts::new(1, 0, 0)),
             ]
         );
-        let report = crate::report::Report::new(
-            "strace",
-            String::new(),
-            Default::default(),
-            &tally,
-            decides,
-        );
+        let report = crate::report::Report::of(&replay.observe(String::new(), Default::default()));
         let note = report
             .notes
             .iter()
