@@ -17,7 +17,7 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
     match auditor::workload::run(&steps) {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("auditor-workload: {error:#}");
+            eprintln!("auditor-workload: {error}");
             1
         }
     }

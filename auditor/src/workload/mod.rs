@@ -51,7 +51,7 @@ use auditor_common::Syscall;
 use thiserror::Error;
 
 pub use expected::{Expected, expected, expected_on_table};
-pub use run::run;
+pub use run::{RunError, run};
 
 /// The default workload: the microbenchmarks of the patches that added the two hints —
 /// select of 1000 fds and poll of 1024 fds, zero timeout, through both syscalls of each

@@ -4,7 +4,6 @@
 
 use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 
-use anyhow::{Context, bail, ensure};
 use auditor_common::Syscall;
 
 use super::{Layout, PollStep, Step};
@@ -12,14 +11,77 @@ use super::{Layout, PollStep, Step};
 /// An address below `vm.mmap_min_addr`: never mapped.
 const UNMAPPED: usize = 0x10;
 
+/// Why a workload could not run as its steps say: what failed, and why, innermost last.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RunError(String);
+
+impl RunError {
+    fn new(why: impl Into<String>) -> RunError {
+        RunError(why.into())
+    }
+
+    /// The error, as part of `what`.
+    fn within(self, what: &str) -> RunError {
+        RunError(format!("{what}: {}", self.0))
+    }
+}
+
+impl From<std::io::Error> for RunError {
+    fn from(error: std::io::Error) -> RunError {
+        RunError(error.to_string())
+    }
+}
+
+impl From<nix::errno::Errno> for RunError {
+    fn from(error: nix::errno::Errno) -> RunError {
+        RunError(error.desc().to_string())
+    }
+}
+
+type Result<T> = std::result::Result<T, RunError>;
+
+/// What failed, for a result or an option.
+trait Context<T> {
+    fn context(self, what: &str) -> Result<T>;
+}
+
+impl<T, E: std::fmt::Display> Context<T> for std::result::Result<T, E> {
+    fn context(self, what: &str) -> Result<T> {
+        self.map_err(|error| RunError(format!("{what}: {error}")))
+    }
+}
+
+impl<T> Context<T> for Option<T> {
+    fn context(self, what: &str) -> Result<T> {
+        self.ok_or_else(|| RunError::new(what))
+    }
+}
+
+/// `return Err(...)` with a formatted reason.
+macro_rules! bail {
+    ($($why:tt)+) => {
+        return Err(RunError::new(format!($($why)+)))
+    };
+}
+
+/// [`bail!`] unless `condition` holds.
+macro_rules! ensure {
+    ($condition:expr, $($why:tt)+) => {
+        if !$condition {
+            bail!($($why)+);
+        }
+    };
+}
+
 /// Runs the steps in this process.
-pub fn run(steps: &[Step]) -> anyhow::Result<()> {
+pub fn run(steps: &[Step]) -> Result<()> {
     raise_nofile_limit(nofile_needed(steps))?;
     let fds = Fds::open(&Layout::of(steps)).context("cannot open the workload's fds")?;
     run_steps(&fds, steps)
 }
 
-fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
+fn run_steps(fds: &Fds, steps: &[Step]) -> Result<()> {
     for (index, step) in steps.iter().enumerate() {
         match *step {
             Step::Select {
@@ -207,7 +269,7 @@ fn run_steps(fds: &Fds, steps: &[Step]) -> anyhow::Result<()> {
                 Ok(())
             }
         }
-        .with_context(|| format!("workload step `{step}`"))?;
+        .map_err(|error| error.within(&format!("workload step `{step}`")))?;
     }
     Ok(())
 }
@@ -223,7 +285,7 @@ fn nofile_needed(steps: &[Step]) -> u64 {
 }
 
 /// Raises the soft RLIMIT_NOFILE to `want`, as far as the hard limit allows.
-fn raise_nofile_limit(want: u64) -> anyhow::Result<()> {
+fn raise_nofile_limit(want: u64) -> Result<()> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
     if soft < want {
@@ -242,7 +304,7 @@ struct Fds {
 }
 
 impl Fds {
-    fn open(layout: &Layout) -> anyhow::Result<Fds> {
+    fn open(layout: &Layout) -> Result<Fds> {
         // Inherited fds past 2 would change where allocations land.
         // SAFETY: closes fds nothing in this process uses.
         let closed = unsafe { libc::syscall(libc::SYS_close_range, 3, u32::MAX, 0) };
@@ -250,7 +312,7 @@ impl Fds {
         // dup2 places every fd exactly, whatever the workload inherited, and does not go
         // through fd allocation. /dev/null opens as fd 3, or as one of 0-2 when closed.
         let null = std::fs::File::open("/dev/null")?.into_raw_fd();
-        let dup2 = |fd: RawFd| -> anyhow::Result<()> {
+        let dup2 = |fd: RawFd| -> Result<()> {
             // SAFETY: dup2 onto an fd number this process owns from now on.
             let placed = unsafe { libc::syscall(libc::SYS_dup2, null, fd) };
             ensure!(placed == libc::c_long::from(fd), "dup2 to {fd} failed");
@@ -301,7 +363,7 @@ impl Fds {
 }
 
 /// An epoll fd watching an eventfd that is readable.
-fn ready_epoll() -> anyhow::Result<RawFd> {
+fn ready_epoll() -> Result<RawFd> {
     use nix::sys::{
         epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags},
         eventfd::{EfdFlags, EventFd},
@@ -318,7 +380,7 @@ fn ready_epoll() -> anyhow::Result<RawFd> {
 
 /// A non-blocking listening socket on 127.0.0.1 (port chosen by the kernel), then
 /// `calls` accepts that find no connection.
-fn accept_none(calls: u32) -> anyhow::Result<()> {
+fn accept_none(calls: u32) -> Result<()> {
     // SAFETY: plain socket calls on a socket this function owns; the address outlives them.
     unsafe {
         let socket = libc::syscall(
@@ -353,7 +415,7 @@ fn accept_none(calls: u32) -> anyhow::Result<()> {
 }
 
 /// Runs `body` with the soft RLIMIT_NOFILE at the first free fd, then restores it.
-fn with_nofile_at_next_free(body: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
+fn with_nofile_at_next_free(body: impl FnOnce() -> Result<()>) -> Result<()> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
     // The lowest free fd: what an open would get (F_GETFD allocates nothing).
@@ -367,7 +429,7 @@ fn with_nofile_at_next_free(body: impl FnOnce() -> anyhow::Result<()>) -> anyhow
 }
 
 /// Issues `calls` calls, each of which must fail with `errno` (or succeed, for None).
-fn repeat(calls: u32, errno: Option<i32>, call: impl Fn() -> libc::c_long) -> anyhow::Result<()> {
+fn repeat(calls: u32, errno: Option<i32>, call: impl Fn() -> libc::c_long) -> Result<()> {
     for _ in 0..calls {
         let ret = call();
         let got = (ret < 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
@@ -405,7 +467,7 @@ fn run_select(
     n: i32,
     timeout_ms: i32,
     set_below: i32,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     let words = (n.max(0) as usize).div_ceil(64);
     let mut template = vec![0u64; words.max(1)];
     for &fd in &fds.pool {
@@ -442,7 +504,7 @@ fn run_select(
     })
 }
 
-fn run_poll(fds: &Fds, poll: PollStep) -> anyhow::Result<()> {
+fn run_poll(fds: &Fds, poll: PollStep) -> Result<()> {
     let PollStep {
         syscall,
         calls,
@@ -499,7 +561,7 @@ fn run_epoll(
     calls: u32,
     maxevents: i32,
     timeout_ms: i32,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     let Some(epoll) = fds.epoll else {
         bail!("no epoll fd");
     };
@@ -540,12 +602,12 @@ fn run_epoll(
     })
 }
 
-fn thread_rest(fds: &Fds, rest: &[Step]) -> anyhow::Result<()> {
+fn thread_rest(fds: &Fds, rest: &[Step]) -> Result<()> {
     std::thread::scope(|scope| {
         scope
             .spawn(|| run_steps(fds, rest))
             .join()
-            .map_err(|_| anyhow::anyhow!("the workload thread panicked"))?
+            .map_err(|_| RunError::new("the workload thread panicked"))?
     })
 }
 
@@ -569,7 +631,7 @@ fn leader_exit_rest(fds: &Fds, rest: &[Step]) -> ! {
     unreachable!("SYS_exit returned")
 }
 
-fn fork_rest(fds: &Fds, rest: &[Step]) -> anyhow::Result<()> {
+fn fork_rest(fds: &Fds, rest: &[Step]) -> Result<()> {
     use nix::{
         sys::wait::{WaitStatus, waitpid},
         unistd::{ForkResult, fork},
