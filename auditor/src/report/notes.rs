@@ -1,0 +1,181 @@
+//! The sentences a report's notes are made of: runs, how counts are taken, and what each
+//! shown site's counts say (not measured, rare arms and who took them, how far a verdict
+//! is from settling, undecided evaluations); and the words numbers are written with.
+
+use auditor_common::catalogue::Hint;
+
+use super::{SiteReport, saved};
+use crate::{tally::Tally, verdict};
+
+/// `Run 2: command `ssh …` on host h (kernel 6.18), ebpf, from 2026-12-01T09:00:00Z, 3.20 s.`
+pub(super) fn run_note(index: usize, run: &saved::Run) -> String {
+    format!(
+        "Run {}: {} on host {} (kernel {}), {}, from {}, {:.2} s.",
+        index + 1,
+        run.traced,
+        run.host,
+        run.kernel_release,
+        run.source,
+        run.started_at,
+        run.duration_seconds
+    )
+}
+
+/// How the tally's counts were taken, whatever the source: before the sites' notes.
+pub(super) fn tally_notes(tally: &Tally) -> Vec<String> {
+    let mut notes = Vec::new();
+    if tally.total_calls() > 0 {
+        notes.push(
+            "Counts are branch evaluations. A poll or select that sleeps rescans its entries on \
+             every wake-up; the source counts one scan per call, so shares within a call are \
+             exact and the number of scans is a lower bound."
+                .to_string(),
+        );
+    }
+    notes
+}
+
+/// Notes on the shown sites: which are not measured, which have undecided evaluations.
+pub(super) fn site_notes(sites: &[SiteReport]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let unmeasured: Vec<&str> = sites
+        .iter()
+        .filter(|s| !s.measured)
+        .map(|s| s.info.id)
+        .collect();
+    if !unmeasured.is_empty() {
+        notes.push(format!(
+            "Not measured by this source (it cannot see what they depend on): {}.",
+            unmeasured.join(", ")
+        ));
+    }
+    for site in sites
+        .iter()
+        .filter(|s| s.measured && !s.rare_from.is_empty())
+    {
+        notes.push(rare_note(site));
+    }
+    notes.extend(sites.iter().filter_map(settling_note));
+    for site in sites
+        .iter()
+        .filter(|s| s.measured && s.counts.unreadable > 0)
+    {
+        notes.push(format!(
+            "{}: {} not be decided (memory the source could not read, or a return value that \
+             does not tell); verdict bounds count {} both ways.",
+            site.info.id,
+            counted(
+                site.counts.unreadable,
+                "evaluation could",
+                "evaluations could"
+            ),
+            if site.counts.unreadable == 1 {
+                "it"
+            } else {
+                "them"
+            }
+        ));
+    }
+    notes
+}
+
+/// What would settle a hinted site's unclear or no-data verdict, e.g. `poll.fd_negative:
+/// unclear: 0 of 30 evaluations went against `unlikely` (up to 11.35%); with no more against
+/// it, it holds at the 10% bar from 35 evaluations on.`
+fn settling_note(site: &SiteReport) -> Option<String> {
+    let hint = site.proposed_hint.unwrap_or(site.info.hint);
+    let settles_from = site.verdict.settles_from?;
+    if hint == Hint::None || !site.measured {
+        return None;
+    }
+    let bar = format!("{:.0}%", verdict::HOLDS_BELOW * 100.0);
+    let against = site.rare_arm.of(&site.counts);
+    let unreadable = match site.counts.unreadable {
+        0 => String::new(),
+        n => format!(", and {n} could not be decided"),
+    };
+    if site.counts.total() == 0 {
+        return Some(format!(
+            "{}: no data: never reached; it holds at the {bar} bar from {settles_from} \
+             evaluations with none against `{}`.",
+            site.info.id,
+            hint.name()
+        ));
+    }
+    Some(format!(
+        "{}: {}: {against} of {} went against `{}`{unreadable} (up to {}); with no more \
+         against it, it holds at the {bar} bar from {settles_from} evaluations on.",
+        site.info.id,
+        site.verdict.kind.name(),
+        counted(site.counts.total(), "evaluation", "evaluations"),
+        hint.name(),
+        percent(site.verdict.mispredicted_high)
+    ))
+}
+
+/// Who took a site's rare arm: the first few processes by evaluations, and how many more;
+/// with stacks, the code that made those calls too.
+pub(super) fn rare_note(site: &SiteReport) -> String {
+    let hint = site.proposed_hint.unwrap_or(site.info.hint);
+    let why = match hint {
+        Hint::None => "the minority".to_string(),
+        hint => format!("against `{}`", hint.name()),
+    };
+    let processes = site.rare_from.iter().map(|r| {
+        let name = match r.comm.as_str() {
+            "" => format!("pid {}", r.pid),
+            comm => format!("{comm} (pid {})", r.pid),
+        };
+        (name, r.evaluations)
+    });
+    let mut note = format!(
+        "{}: its rare direction, {} ({why}), came from {}.",
+        site.info.id,
+        site.rare_arm.name(),
+        first_few(processes, "process", "processes")
+    );
+    if !site.rare_callers.is_empty() {
+        let with_stack: u64 = site.rare_callers.iter().map(|c| c.evaluations).sum();
+        let callers = site
+            .rare_callers
+            .iter()
+            .map(|c| (c.caller.clone(), c.evaluations));
+        note.push_str(&format!(
+            " Called from {} ({with_stack} of {} with a stack).",
+            first_few(callers, "caller", "callers"),
+            site.rare_arm.of(&site.counts)
+        ));
+    }
+    note
+}
+
+/// `a: 7, b: 2, c: 1, and 2 more processes (3)`: the first few of a list sorted by
+/// evaluations, and the rest in one sum.
+fn first_few(mut items: impl Iterator<Item = (String, u64)>, one: &str, many: &str) -> String {
+    const NAMED: usize = 3;
+    let mut text: Vec<String> = items
+        .by_ref()
+        .take(NAMED)
+        .map(|(name, evaluations)| format!("{name}: {evaluations}"))
+        .collect();
+    let (rest, evaluations) = items.fold((0, 0), |(n, sum), (_, e)| (n + 1, sum + e));
+    if rest > 0 {
+        let noun = if rest == 1 { one } else { many };
+        text.push(format!("and {rest} more {noun} ({evaluations})"));
+    }
+    text.join(", ")
+}
+
+/// `1 evaluation is` or `2 evaluations are`: `n` with the words for one or for many.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `12.34%`, with tiny non-zero shares shown as such rather than as 0.00%.
+pub fn percent(share: f64) -> String {
+    if share > 0.0 && share < 0.0001 {
+        "<0.01%".to_string()
+    } else {
+        format!("{:.2}%", share * 100.0)
+    }
+}

@@ -1,0 +1,309 @@
+//! The report built from fixed tallies: verdicts, notes, proposals, filters, groups; and
+//! every renderer, writing a fixed report into a `Vec<u8>`.
+
+use super::*;
+use crate::{
+    tally::Process,
+    verdict::{Arm, VerdictKind},
+};
+
+#[test]
+fn proposals_are_parsed_and_named_when_wrong() {
+    let proposal: Proposal = "poll.fd_not_open=unlikely".parse().unwrap();
+    assert_eq!(
+        (proposal.site, proposal.hint),
+        (Site::PollFdNotOpen, Hint::Unlikely)
+    );
+    assert!(
+        "poll.fd_not_open"
+            .parse::<Proposal>()
+            .unwrap_err()
+            .contains("SITE=HINT")
+    );
+    assert!(
+        "nope=likely"
+            .parse::<Proposal>()
+            .unwrap_err()
+            .contains("not a site")
+    );
+    assert!(
+        "close.ok=maybe"
+            .parse::<Proposal>()
+            .unwrap_err()
+            .contains("not a hint")
+    );
+}
+
+/// A test source's observation of `tally`, deciding the sites `measured` says.
+pub(crate) fn observed(tally: &Tally, measured: fn(Site) -> bool) -> Observation {
+    Observation {
+        source: "test",
+        target: String::new(),
+        elapsed: std::time::Duration::ZERO,
+        tally: tally.clone(),
+        notes: Vec::new(),
+        measured,
+    }
+}
+
+#[test]
+fn counts_read_as_english() {
+    assert_eq!(counted(1, "line is", "lines are"), "1 line is");
+    assert_eq!(counted(0, "line is", "lines are"), "0 lines are");
+    assert_eq!(counted(2, "evaluation", "evaluations"), "2 evaluations");
+}
+
+#[test]
+fn only_some_sites_and_their_notes() {
+    let mut tally = Tally::default();
+    let process = Process {
+        pid: 1,
+        comm: "p".into(),
+    };
+    tally.add(process.clone(), Site::PollFdNotOpen, &Counts::new(1, 2, 3));
+    tally.add(process, Site::CloseOk, &Counts::new(4, 0, 5));
+    tally.add_calls(auditor_common::Syscall::Poll, 1);
+    let observation = Observation {
+        notes: vec!["from the source".into()],
+        ..observed(&tally, |_| true)
+    };
+    let report = Report::of(&observation).only(&[Site::CloseOk]);
+    assert_eq!(report.sites.len(), 1);
+    assert!(report.processes.iter().all(|p| p.site == "close.ok"));
+    assert_eq!(report.notes.len(), 4, "{:?}", report.notes);
+    assert_eq!(report.notes[0], "from the source");
+    assert_eq!(
+        report.notes[2],
+        "close.ok: unclear: 0 of 9 evaluations went against `likely`, and 5 could not be \
+         decided (up to 81.12%); with no more against it, it holds at the 10% bar from 113 \
+         evaluations on."
+    );
+    assert!(report.notes[3].starts_with("close.ok: 5 evaluations"));
+}
+
+#[test]
+fn a_proposed_hint_is_judged_instead() {
+    let mut tally = Tally::default();
+    let process = Process {
+        pid: 1,
+        comm: "p".into(),
+    };
+    tally.add(process, Site::PollFdNotOpen, &Counts::new(0, 1000, 0));
+    let report = Report::of(&observed(&tally, |_| true));
+    assert_eq!(
+        report.site(Site::PollFdNotOpen).verdict.kind,
+        VerdictKind::Candidate
+    );
+    let proposal = Proposal {
+        site: Site::PollFdNotOpen,
+        hint: Hint::Unlikely,
+    };
+    let report = report.with_proposals(&[proposal]);
+    let site = report.site(Site::PollFdNotOpen);
+    assert_eq!(
+        (site.proposed_hint, site.verdict.kind),
+        (Some(Hint::Unlikely), VerdictKind::Holds)
+    );
+    // A site the source does not measure stays unmeasured.
+    let report = Report::of(&observed(&tally, |_| false)).with_proposals(&[proposal]);
+    assert_eq!(
+        report.site(Site::PollFdNotOpen).verdict.kind,
+        VerdictKind::NotMeasured
+    );
+}
+
+#[test]
+fn the_processes_that_took_the_rare_arm_are_named() {
+    let mut tally = Tally::default();
+    for (pid, comm, taken, not_taken) in [
+        (10, "ssh", 2, 500),
+        (11, "", 0, 90),
+        (12, "curl", 7, 30),
+        (13, "nginx", 1, 0),
+        (14, "redis", 1, 5),
+    ] {
+        let process = Process {
+            pid,
+            comm: comm.into(),
+        };
+        tally.add(
+            process,
+            Site::PollFdNegative,
+            &Counts::new(taken, not_taken, 0),
+        );
+    }
+    let report = Report::of(&observed(&tally, |_| true));
+    let site = report.site(Site::PollFdNegative);
+    assert_eq!(site.rare_arm, Arm::Taken);
+    let from: Vec<(u32, u64)> = site
+        .rare_from
+        .iter()
+        .map(|r| (r.pid, r.evaluations))
+        .collect();
+    assert_eq!(from, [(12, 7), (10, 2), (13, 1), (14, 1)]);
+    let note = report
+        .notes
+        .iter()
+        .find(|n| n.starts_with("poll.fd_negative: its rare"));
+    assert_eq!(
+        note.map(String::as_str),
+        Some(
+            "poll.fd_negative: its rare direction, taken (against `unlikely`), came from \
+             curl (pid 12): 7, ssh (pid 10): 2, nginx (pid 13): 1, and 1 more process (1)."
+        )
+    );
+    // Proposing `likely` makes the other direction the rare one.
+    let proposal = Proposal {
+        site: Site::PollFdNegative,
+        hint: Hint::Likely,
+    };
+    let report = report.with_proposals(&[proposal]);
+    let site = report.site(Site::PollFdNegative);
+    assert_eq!(site.rare_arm, Arm::NotTaken);
+    assert_eq!(site.rare_from[0].pid, 10);
+    assert_eq!(site.rare_from.len(), 4);
+    assert!(
+        report.notes.iter().any(|n| n.contains("pid 11: 90")),
+        "{:?}",
+        report.notes
+    );
+}
+
+/// A fixed report: two processes (one with a name that would drive a terminal, and a `|`
+/// that would split a Markdown cell), a hinted site against its hint and one for it.
+fn fixed_report() -> Report {
+    let mut tally = Tally::default();
+    let plain = Process {
+        pid: 100,
+        comm: "sshd".into(),
+    };
+    let hostile = Process {
+        pid: 200,
+        comm: "x|y\u{1b}[2J".into(),
+    };
+    tally.add(
+        plain.clone(),
+        Site::PollFdNegative,
+        &Counts::new(40, 960, 0),
+    );
+    tally.add(hostile.clone(), Site::PollFdNegative, &Counts::new(7, 0, 3));
+    tally.add(plain, Site::CloseOk, &Counts::new(500, 0, 0));
+    tally.add(hostile, Site::Dup2SameFd, &Counts::new(2, 98, 0));
+    tally.add_calls(auditor_common::Syscall::Poll, 1000);
+    tally.add_calls(auditor_common::Syscall::Close, 500);
+    tally.add_calls(auditor_common::Syscall::Dup2, 100);
+    Report::of(&observed(&tally, |site| site != Site::FdEmfile))
+}
+
+fn rendered(format: Format, layout: Layout) -> String {
+    let mut out = Vec::new();
+    fixed_report().render(format, layout, &mut out).unwrap();
+    String::from_utf8(out).expect("renderers write UTF-8")
+}
+
+const NARROW: Layout = Layout {
+    per_process: true,
+    wide: false,
+};
+
+#[test]
+fn the_table_names_every_site_and_escapes_process_names() {
+    let table = rendered(Format::Table, NARROW);
+    for info in catalogue::SITES {
+        assert!(table.contains(info.id), "{} missing:\n{table}", info.id);
+    }
+    assert!(!table.contains('\u{1b}'), "{table}");
+    assert!(table.contains("x|y\\u{1b}[2J"), "{table}");
+    // 47 of 1010 entries against `unlikely`, 3 unreadable.
+    let row = table
+        .lines()
+        .find(|l| l.contains("poll.fd_negative"))
+        .unwrap();
+    for cell in ["47", "960", "3", "unlikely"] {
+        assert!(row.contains(cell), "{row}");
+    }
+    // Narrow: the conditions go below the tables, and every table line fits 160 columns
+    // (the notes are paragraphs, a terminal wraps them).
+    let longest = table
+        .lines()
+        .filter(|l| l.contains(" | "))
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap();
+    assert!(
+        longest < usize::from(WIDE_COLUMNS),
+        "{longest} columns:\n{table}"
+    );
+    let wide = rendered(
+        Format::Table,
+        Layout {
+            per_process: false,
+            wide: true,
+        },
+    );
+    assert!(wide.contains("pollfd.fd < 0 (entry ignored)"), "{wide}");
+    assert!(
+        !wide.lines().any(|l| l.contains(" | sshd")),
+        "no process rows: {wide}"
+    );
+    assert!(table.lines().any(|l| l.contains(" | sshd")), "{table}");
+}
+
+#[test]
+fn markdown_parses_to_tables_whose_cells_stay_whole() {
+    use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+    let markdown = rendered(Format::Markdown, NARROW);
+    let (mut tables, mut cells_per_row, mut row) = (0, Vec::new(), 0);
+    let (mut cells, mut cell) = (Vec::new(), String::new());
+    for event in Parser::new_ext(&markdown, Options::ENABLE_TABLES) {
+        match event {
+            Event::Start(Tag::Table(_)) => tables += 1,
+            Event::Start(Tag::TableRow | Tag::TableHead) => row = 0,
+            Event::Start(Tag::TableCell) => cell.clear(),
+            Event::End(TagEnd::TableCell) => {
+                row += 1;
+                cells.push(std::mem::take(&mut cell));
+            }
+            Event::End(TagEnd::TableRow | TagEnd::TableHead) => cells_per_row.push(row),
+            Event::Text(text) | Event::Code(text) => cell.push_str(&text),
+            _ => {}
+        }
+    }
+    assert!(tables >= 2, "{markdown}");
+    // The hostile name is one cell, shown escaped; no row has a cell more than its head.
+    assert!(cells.iter().any(|c| c == "x|y\\u{1b}[2J"), "{cells:?}");
+    assert!(!markdown.contains('\u{1b}'));
+    let widest = cells_per_row.iter().max().unwrap();
+    assert!(cells_per_row.iter().all(|n| n <= widest));
+}
+
+#[test]
+fn json_carries_the_counts_and_names_as_they_are() {
+    let json: serde_json::Value =
+        serde_json::from_str(&rendered(Format::Json, NARROW)).expect("valid JSON");
+    let sites = json["sites"].as_array().unwrap();
+    assert_eq!(sites.len(), auditor_common::SITE_COUNT);
+    let site = |id: &str| sites.iter().find(|s| s["id"] == id).unwrap().clone();
+    let negative = site("poll.fd_negative");
+    assert_eq!(
+        (negative["taken"].as_u64(), negative["not_taken"].as_u64()),
+        (Some(47), Some(960))
+    );
+    assert_eq!(negative["syscalls"], serde_json::json!(["poll", "ppoll"]));
+    assert_eq!(site("fd.emfile")["measured"], false);
+    assert_eq!(site("dup2.same_fd")["hint_since"], "2.6.27");
+    // JSON escapes by its own rules: the name is the process's, byte for byte.
+    let processes = json["processes"].as_array().unwrap();
+    assert!(processes.iter().any(|p| p["comm"] == "x|y\u{1b}[2J"));
+    assert_eq!(json["calls"]["dup2"], 100);
+}
+
+#[test]
+fn text_fits_a_mail_reply() {
+    let text = rendered(Format::Text, NARROW);
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    assert!(text.is_ascii(), "{text}");
+    assert!(text.contains("poll.fd_negative"), "{text}");
+    assert!(text.contains("dup2.same_fd"), "{text}");
+    assert!(text.contains("x|y\\u{1b}[2J"), "{text}");
+}
