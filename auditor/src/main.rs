@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use std::os::fd::AsFd as _;
 
 use auditor::{
-    report::{Format, Layout, Report},
+    report::{self, Format, Report, Width},
     status,
     trace::{self, Target},
 };
@@ -114,8 +114,27 @@ enum Destination {
 }
 
 impl OutputArgs {
+    /// The report's options, checked: a contradiction fails before any session starts.
+    fn options(&self) -> anyhow::Result<report::Options> {
+        let options = report::Options {
+            proposals: self.propose.clone(),
+            sites: self.sites.clone(),
+            format: self.format.into(),
+            per_process: self.per_process,
+            group_by: self.group_by.map(|by| match by {
+                GroupBy::Program => report::groups::GroupBy::Program,
+                GroupBy::Host => report::groups::GroupBy::Host,
+                GroupBy::Source => report::groups::GroupBy::Source,
+            }),
+            svg: self.svg.clone(),
+            wide: self.wide,
+        };
+        Ok(options.validated()?)
+    }
+
     /// Opens `-o FILE` now, so that a bad path fails before the session, not after it.
     fn destination(&self, starts_command: bool) -> anyhow::Result<Destination> {
+        self.options()?;
         Ok(match &self.output {
             Some(path) => {
                 let file = std::fs::File::create(path)
@@ -292,12 +311,13 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         status: true,
         empty_programs: args.empty_programs,
-        stacks: args.stacks.then(|| {
-            auditor::stacks::Arms::of(|site| {
-                let proposed = args.output.propose.iter().rev().find(|p| p.site == site);
-                proposed.map_or(site.info().hint, |p| p.hint)
-            })
-        }),
+        stacks: match args.stacks {
+            true => {
+                let options = args.output.options()?;
+                Some(auditor::stacks::Arms::of(|site| options.hint(site)))
+            }
+            false => None,
+        },
     };
     let command = match &options.target {
         Target::Command(argv) => argv.first().map(|a| a.to_string_lossy().into_owned()),
@@ -343,35 +363,14 @@ fn print_report(
     output: &OutputArgs,
     destination: Destination,
 ) -> anyhow::Result<()> {
-    let report = report
-        .with_proposals(&output.propose)
-        .only(&output.sites)
-        .grouped(output.group_by.map(|by| match by {
-            GroupBy::Program => auditor::report::groups::GroupBy::Program,
-            GroupBy::Host => auditor::report::groups::GroupBy::Host,
-            GroupBy::Source => auditor::report::groups::GroupBy::Source,
-        }));
-    if let Some(path) = &output.svg {
-        auditor::report::svg::write_svg(&report, path)?;
-    }
     // Tables fit the terminal they go to; a file keeps every column, a commit message not.
-    let terminal_width = |fd: std::os::fd::BorrowedFd<'_>| {
-        terminal_size::terminal_size_of(fd).map(|(terminal_size::Width(w), _)| w)
+    let terminal = |fd: std::os::fd::BorrowedFd<'_>| {
+        terminal_size::terminal_size_of(fd).map_or(Width::Unbounded, |(w, _)| Width::Terminal(w.0))
     };
     let width = match &destination {
-        Destination::File(..) => None,
-        Destination::Stdout => terminal_width(std::io::stdout().as_fd()),
-        Destination::Stderr => terminal_width(std::io::stderr().as_fd()),
-    };
-    let format: Format = output.format.into();
-    let wide = output.wide
-        || match format {
-            Format::Markdown => false,
-            _ => width.is_none_or(|w| w >= auditor::report::WIDE_COLUMNS),
-        };
-    let layout = Layout {
-        per_process: output.per_process,
-        wide,
+        Destination::File(..) => Width::Unbounded,
+        Destination::Stdout => terminal(std::io::stdout().as_fd()),
+        Destination::Stderr => terminal(std::io::stderr().as_fd()),
     };
     // Buffered: serde and the tables write a few bytes at a time, and stderr is unbuffered.
     let (out, name): (Box<dyn Write>, String) = match destination {
@@ -380,8 +379,9 @@ fn print_report(
         Destination::Stderr => (Box::new(std::io::stderr().lock()), "stderr".into()),
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-    report
-        .render(format, layout, &mut out)
+    output
+        .options()?
+        .write(report, width, &mut out)
         .and_then(|()| out.flush())
         .with_context(|| format!("writing the report to {name}"))
 }

@@ -104,6 +104,31 @@ fn conflicting_targets_are_refused() {
     assert!(stderr.contains("not both"), "{stderr}");
 }
 
+/// Report options that contradict each other fail at once, before anything is traced
+/// (here before strace would start), and name the contradiction.
+#[test]
+fn contradicting_report_options_fail_before_the_session() {
+    let output = Command::new(AUDITOR)
+        .args([
+            "strace",
+            "--propose",
+            "close.ok=unlikely",
+            "--site",
+            "poll.fd_negative",
+            "--",
+            "/nonexistent/never-started",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--propose close.ok=unlikely: --site leaves close.ok out of the report"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("never-started"), "{stderr}");
+}
+
 #[test]
 fn a_bad_workload_step_is_named() {
     let output = Command::new(AUDITOR)

@@ -5,6 +5,7 @@ mod escape;
 pub mod groups;
 mod json;
 mod notes;
+mod options;
 pub mod saved;
 pub mod svg;
 mod table;
@@ -29,6 +30,7 @@ pub use escape::{escape_ascii, escape_markdown_cell, escape_text};
 pub use json::{json_schema, write_json};
 pub use notes::{counted, percent};
 use notes::{run_note, site_notes, tally_notes};
+pub use options::{Options, OptionsError, Width};
 pub use table::{write_markdown, write_sites_table, write_table};
 
 /// The catalogue: every site's declaration, with where the probe decides it and, given a
@@ -83,8 +85,9 @@ pub struct Layout {
 /// The narrowest terminal that gets the conditions inside the site tables.
 pub const WIDE_COLUMNS: u16 = 160;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Format {
+    #[default]
     Table,
     Markdown,
     Json,

@@ -1,0 +1,190 @@
+//! How a report is shown: the options every report-writing command takes, validated once
+//! before a session starts (the CLI only parses them), and what they do to a report and to
+//! its rendering.
+
+use std::{io::Write, path::PathBuf};
+
+use auditor_common::{Site, catalogue::Hint};
+
+use super::{Format, Layout, Proposal, Report, WIDE_COLUMNS, groups::GroupBy, svg};
+
+/// The options of a report, as given.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Hints to judge instead of the catalogue's (`--propose`).
+    pub proposals: Vec<Proposal>,
+    /// Only these sites (`--site`); all when empty.
+    pub sites: Vec<Site>,
+    pub format: Format,
+    /// Rows per process too.
+    pub per_process: bool,
+    /// Verdicts per program, host or source too.
+    pub group_by: Option<GroupBy>,
+    /// Also draw the report into this SVG file.
+    pub svg: Option<PathBuf>,
+    /// Every column in the tables, whatever the width they go to.
+    pub wide: bool,
+}
+
+/// Options that contradict each other.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum OptionsError {
+    #[error("--propose gives {site} two hints, {first} and {second}: give one")]
+    TwoProposals {
+        site: &'static str,
+        first: &'static str,
+        second: &'static str,
+    },
+    #[error("--propose {site}={hint}: --site leaves {site} out of the report")]
+    ProposalNotShown {
+        site: &'static str,
+        hint: &'static str,
+    },
+}
+
+/// How wide the place a report goes to is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Width {
+    /// A terminal of this many columns.
+    Terminal(u16),
+    /// A file or a pipe: no width to fit.
+    Unbounded,
+}
+
+impl Options {
+    /// The options, if they agree with each other.
+    pub fn validated(self) -> Result<Options, OptionsError> {
+        for (index, proposal) in self.proposals.iter().enumerate() {
+            let site = proposal.site.info().id;
+            if let Some(other) = self.proposals[..index]
+                .iter()
+                .find(|p| p.site == proposal.site && p.hint != proposal.hint)
+            {
+                return Err(OptionsError::TwoProposals {
+                    site,
+                    first: other.hint.name(),
+                    second: proposal.hint.name(),
+                });
+            }
+            if !self.sites.is_empty() && !self.sites.contains(&proposal.site) {
+                return Err(OptionsError::ProposalNotShown {
+                    site,
+                    hint: proposal.hint.name(),
+                });
+            }
+        }
+        Ok(self)
+    }
+
+    /// The hint judged at `site`: the proposed one, else the catalogue's.
+    pub fn hint(&self, site: Site) -> Hint {
+        self.proposals
+            .iter()
+            .find(|p| p.site == site)
+            .map_or(site.info().hint, |p| p.hint)
+    }
+
+    /// `report` as these options show it: proposals judged, sites kept, groups made.
+    pub fn shape(&self, report: Report) -> Report {
+        report
+            .with_proposals(&self.proposals)
+            .only(&self.sites)
+            .grouped(self.group_by)
+    }
+
+    /// The layout for a destination `width` wide: tables keep every column on a wide
+    /// terminal or in a file, not in Markdown (a commit message) unless asked.
+    pub fn layout(&self, width: Width) -> Layout {
+        let wide = self.wide
+            || match (self.format, width) {
+                (Format::Markdown, _) => false,
+                (_, Width::Terminal(columns)) => columns >= WIDE_COLUMNS,
+                (_, Width::Unbounded) => true,
+            };
+        Layout {
+            per_process: self.per_process,
+            wide,
+        }
+    }
+
+    /// Writes `report`, shaped, to `out` (and its picture to the SVG file, if asked).
+    pub fn write(&self, report: Report, width: Width, out: &mut dyn Write) -> std::io::Result<()> {
+        let report = self.shape(report);
+        if let Some(path) = &self.svg {
+            svg::write_svg(&report, path).map_err(std::io::Error::other)?;
+        }
+        report.render(self.format, self.layout(width), out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proposal(text: &str) -> Proposal {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn contradictions_are_refused() {
+        let options = Options {
+            proposals: vec![
+                proposal("poll.fd_not_open=unlikely"),
+                proposal("poll.fd_not_open=likely"),
+            ],
+            ..Options::default()
+        };
+        assert_eq!(
+            options.validated().unwrap_err().to_string(),
+            "--propose gives poll.fd_not_open two hints, unlikely and likely: give one"
+        );
+        let options = Options {
+            proposals: vec![proposal("close.ok=unlikely")],
+            sites: vec![Site::PollFdNegative],
+            ..Options::default()
+        };
+        assert!(matches!(
+            options.validated(),
+            Err(OptionsError::ProposalNotShown {
+                site: "close.ok",
+                ..
+            })
+        ));
+        let options = Options {
+            proposals: vec![proposal("close.ok=unlikely"), proposal("close.ok=unlikely")],
+            sites: vec![Site::CloseOk],
+            ..Options::default()
+        }
+        .validated()
+        .unwrap();
+        assert_eq!(options.hint(Site::CloseOk), Hint::Unlikely);
+        assert_eq!(options.hint(Site::PollFdNegative), Hint::Unlikely);
+        assert_eq!(options.hint(Site::FdBelowMax), Hint::Likely);
+    }
+
+    #[test]
+    fn layouts_fit_where_the_report_goes() {
+        let table = Options::default();
+        assert!(!table.layout(Width::Terminal(80)).wide);
+        assert!(table.layout(Width::Terminal(WIDE_COLUMNS)).wide);
+        assert!(table.layout(Width::Unbounded).wide);
+        let markdown = Options {
+            format: Format::Markdown,
+            ..Options::default()
+        };
+        assert!(!markdown.layout(Width::Unbounded).wide);
+        let wide = Options {
+            format: Format::Markdown,
+            wide: true,
+            per_process: true,
+            ..Options::default()
+        };
+        assert_eq!(
+            wide.layout(Width::Terminal(40)),
+            Layout {
+                per_process: true,
+                wide: true
+            }
+        );
+    }
+}
