@@ -7,17 +7,17 @@
 
 use auditor_common::{Counts, SITE_COUNT, SYSCALL_COUNT, Site, Syscall};
 
-use super::{Layout, PollStep, Step};
+use super::{Layout, Step, in_family, steps, steps::Family};
 
 /// The fd table as fs/file.c keeps it, for the oracle: which fds are open, where
 /// `alloc_fd` starts searching (`next_fd`), how large the table is (`max_fds`).
 #[derive(Clone, Debug)]
-struct Table {
+pub(super) struct Table {
     open: Vec<bool>,
     next_fd: u32,
     max_fds: u32,
     /// Other threads share the table (`files->count > 1`).
-    shared: bool,
+    pub(super) shared: bool,
 }
 
 impl Table {
@@ -40,7 +40,7 @@ impl Table {
     }
 
     /// The lowest fd that is not open.
-    fn lowest_free(&self) -> u32 {
+    pub(super) fn lowest_free(&self) -> u32 {
         (0..)
             .find(|&fd| !self.is_open(fd))
             .expect("some fd is free")
@@ -49,7 +49,12 @@ impl Table {
     /// `alloc_fd(start, end)`, hand-worked: each pass of its `repeat` loop evaluates
     /// `fd < max_fds` (then `find_next_fd`'s free fd in start's 64-fd word), `fd >= end`,
     /// `fd >= max_fds` (the table then doubles past fd, and the loop repeats).
-    fn allocate(&mut self, expected: &mut Expected, start: u32, end: u64) -> Option<u32> {
+    pub(super) fn allocate(
+        &mut self,
+        expected: &mut Expected,
+        start: u32,
+        end: u64,
+    ) -> Option<u32> {
         loop {
             let first = start.max(self.next_fd);
             let below = first < self.max_fds;
@@ -88,13 +93,13 @@ impl Table {
     }
 
     /// An ordinary allocation (open, socket, dup, ...): from 0, no limit reached.
-    fn allocate_lowest(&mut self, expected: &mut Expected) -> u32 {
+    pub(super) fn allocate_lowest(&mut self, expected: &mut Expected) -> u32 {
         self.allocate(expected, 0, u64::MAX)
             .expect("room for an fd")
     }
 
     /// close of an open fd: the search starts at it again if it is lower.
-    fn close(&mut self, fd: u32) {
+    pub(super) fn close(&mut self, fd: u32) {
         if self.is_open(fd) {
             self.open[fd as usize] = false;
             self.next_fd = self.next_fd.min(fd);
@@ -129,12 +134,12 @@ impl Expected {
         self.calls[syscall as usize]
     }
 
-    fn add(&mut self, site: Site, taken: u64, not_taken: u64, unreadable: u64) {
+    pub(super) fn add(&mut self, site: Site, taken: u64, not_taken: u64, unreadable: u64) {
         self.sites[site as usize].add(&Counts::new(taken, not_taken, unreadable));
     }
 
     /// `calls` evaluations of `site`, all taken when `taken` says so, else all not taken.
-    fn all(&mut self, site: Site, calls: u64, taken: bool) {
+    pub(super) fn all(&mut self, site: Site, calls: u64, taken: bool) {
         if taken {
             self.add(site, calls, 0, 0);
         } else {
@@ -142,268 +147,9 @@ impl Expected {
         }
     }
 
-    /// `core_sys_select` cuts n to max_fds, and puts the bitmaps of more than 320 fds (6
-    /// bitmaps of more than 5 longs) on the heap.
-    fn clamp(&mut self, calls: u64, n: i32, layout: &Layout) {
-        let max_fds = i64::from(layout.max_fds());
-        self.all(Site::SelectNClamped, calls, i64::from(n) > max_fds);
-        self.all(
-            Site::SelectBitmapsOnHeap,
-            calls,
-            i64::from(n).min(max_fds) > 320,
-        );
-    }
-
-    /// `calls` dup2 calls, `same` of them with newfd == oldfd (returned at once), the
-    /// others going on to ksys_dup3, which finds two fds.
-    fn dup2s(&mut self, calls: u32, same: u32) {
-        let (calls, same) = (u64::from(calls), u64::from(same));
-        self.calls[Syscall::Dup2 as usize] += calls;
-        self.add(Site::Dup2SameFd, same, calls - same, 0);
-        self.add(Site::Dup3SameFd, 0, calls - same, 0);
-    }
-
     /// `count` fd lookups, on a table that other threads share when `shared`.
-    fn lookups(&mut self, count: u64, shared: bool) {
+    pub(super) fn lookups(&mut self, count: u64, shared: bool) {
         self.all(Site::FgetTableShared, count, shared);
-    }
-
-    fn step(&mut self, step: &Step, layout: &Layout, table: &mut Table) {
-        let shared = table.shared;
-        match *step {
-            Step::Select {
-                syscall,
-                calls,
-                n,
-                timeout_ms,
-                fds,
-            } => {
-                let calls = u64::from(calls);
-                self.calls[syscall as usize] += calls;
-                // n < 0 fails at once; otherwise every fd is open and the call returns.
-                self.all(Site::SelectNNegative, calls, n < 0);
-                if n >= 0 {
-                    self.clamp(calls, n, layout);
-                    self.all(Site::SelectFdNotOpen, calls, false);
-                    self.all(Site::SelectZeroTimeout, calls, timeout_ms == 0);
-                    // The set holds fds 3..hi, contiguous from word 0: no empty word.
-                    let used_n = i64::from(n).min(i64::from(layout.max_fds()));
-                    let hi = used_n.min(i64::from(fds)).max(3);
-                    let set = (hi - 3) as u64;
-                    let words = if set == 0 {
-                        0
-                    } else {
-                        (hi as u64 - 1) / 64 + 1
-                    };
-                    self.add(Site::SelectWordEmpty, 0, words * calls, 0);
-                    self.lookups(set * calls, shared);
-                }
-            }
-            Step::SelectSparse { calls, n } => {
-                let calls = u64::from(calls);
-                self.calls[Syscall::Select as usize] += calls;
-                self.all(Site::SelectNNegative, calls, false);
-                self.clamp(calls, n, layout);
-                self.all(Site::SelectFdNotOpen, calls, false);
-                self.all(Site::SelectZeroTimeout, calls, true);
-                // Only fd n - 1: the words before its own are empty.
-                let before = (n as u64 - 1) / 64;
-                self.add(Site::SelectWordEmpty, before * calls, calls, 0);
-                self.lookups(calls, shared);
-            }
-            Step::SelectFault { calls, n } => {
-                let calls = u64::from(calls);
-                self.calls[Syscall::Select as usize] += calls;
-                // EFAULT from the timeout copy: whether core_sys_select ran is unknown.
-                self.add(Site::SelectNNegative, 0, 0, calls);
-                if n >= 0 {
-                    for site in [
-                        Site::SelectNClamped,
-                        Site::SelectBitmapsOnHeap,
-                        Site::SelectFdNotOpen,
-                        Site::SelectZeroTimeout,
-                    ] {
-                        self.add(site, 0, 0, calls);
-                    }
-                }
-            }
-            Step::SelectBadFd { calls } => {
-                let calls = u64::from(calls);
-                self.calls[Syscall::Select as usize] += calls;
-                self.all(Site::SelectNNegative, calls, false);
-                self.clamp(calls, layout.not_open() + 1, layout);
-                self.all(Site::SelectFdNotOpen, calls, true);
-            }
-            Step::Poll(PollStep {
-                syscall,
-                calls,
-                nfds,
-                negative,
-                not_open,
-                timeout_ms,
-            }) => {
-                let calls = u64::from(calls);
-                self.calls[syscall as usize] += calls;
-                self.all(Site::PollNfdsOverRlimit, calls, false);
-                if nfds > 0 {
-                    self.all(Site::PollEntriesOnHeap, calls, nfds > 30);
-                }
-                self.all(Site::PollZeroTimeout, calls, timeout_ms == 0);
-                let (nfds, negative, not_open) =
-                    (u64::from(nfds), u64::from(negative), u64::from(not_open));
-                self.add(
-                    Site::PollFdNegative,
-                    negative * calls,
-                    (nfds - negative) * calls,
-                    0,
-                );
-                let looked_up = nfds - negative;
-                self.add(
-                    Site::PollFdNotOpen,
-                    not_open * calls,
-                    (looked_up - not_open) * calls,
-                    0,
-                );
-                self.lookups(looked_up * calls, shared);
-            }
-            Step::PollFault { calls, nfds } => {
-                let calls = u64::from(calls);
-                self.calls[Syscall::Poll as usize] += calls;
-                // EFAULT: the limit check passed; whether the scan ran is unknown.
-                self.all(Site::PollNfdsOverRlimit, calls, false);
-                if nfds > 0 {
-                    self.add(Site::PollEntriesOnHeap, 0, 0, calls);
-                }
-                self.add(Site::PollZeroTimeout, 0, 0, calls);
-                let entries = u64::from(nfds) * calls;
-                self.add(Site::PollFdNegative, 0, 0, entries);
-                self.add(Site::PollFdNotOpen, 0, 0, entries);
-                self.add(Site::FgetTableShared, 0, 0, entries);
-            }
-            Step::PollOverLimit { calls } => {
-                let calls = u64::from(calls);
-                self.calls[Syscall::Poll as usize] += calls;
-                self.all(Site::PollNfdsOverRlimit, calls, true);
-            }
-            Step::Epoll {
-                syscall,
-                calls,
-                maxevents,
-                timeout_ms,
-            } => {
-                let calls = u64::from(calls);
-                self.calls[syscall as usize] += calls;
-                self.all(Site::EpollBadArgs, calls, maxevents <= 0);
-                if maxevents > 0 {
-                    self.all(Site::EpollZeroTimeout, calls, timeout_ms == 0);
-                }
-            }
-            Step::EpollBadFd { calls } => {
-                let calls = u64::from(calls);
-                self.calls[Syscall::EpollWait as usize] += calls;
-                self.all(Site::EpollBadArgs, calls, true);
-            }
-            Step::Close { ok, bad } => {
-                self.calls[Syscall::Close as usize] += u64::from(ok) + u64::from(bad);
-                self.calls[Syscall::Openat as usize] += u64::from(ok);
-                // A close of fd -1 fails with EBADF before the branch.
-                self.all(Site::CloseOk, u64::from(ok), true);
-                // Each ok close is of a file opened for it.
-                for _ in 0..ok {
-                    let fd = table.allocate_lowest(self);
-                    table.close(fd);
-                }
-            }
-            Step::Open { calls } => {
-                self.calls[Syscall::Openat as usize] += u64::from(calls);
-                for _ in 0..calls {
-                    table.allocate_lowest(self);
-                }
-            }
-            Step::OpenMissing { calls } => {
-                self.calls[Syscall::Openat as usize] += u64::from(calls);
-                // The fd is allocated, then released when the path is not found.
-                for _ in 0..calls {
-                    let fd = table.allocate_lowest(self);
-                    table.close(fd);
-                }
-            }
-            Step::OpenOverLimit { calls } => {
-                self.calls[Syscall::Openat as usize] += u64::from(calls);
-                // The limit is the first free fd: the search finds it and it is past `end`.
-                for _ in 0..calls {
-                    let end = u64::from(table.lowest_free());
-                    assert_eq!(table.allocate(self, 0, end), None, "EMFILE expected");
-                }
-            }
-            Step::Pipe { calls } | Step::SocketPair { calls } => {
-                let syscall = if matches!(step, Step::Pipe { .. }) {
-                    Syscall::Pipe2
-                } else {
-                    Syscall::Socketpair
-                };
-                self.calls[syscall as usize] += u64::from(calls);
-                // Two allocations a call, both kept.
-                for _ in 0..2 * calls {
-                    table.allocate_lowest(self);
-                }
-            }
-            Step::AcceptNone { calls } => {
-                self.calls[Syscall::Socket as usize] += 1;
-                self.calls[Syscall::Accept4 as usize] += u64::from(calls);
-                table.allocate_lowest(self);
-                // Each accept allocates the fd, finds no connection and releases it.
-                for _ in 0..calls {
-                    let fd = table.allocate_lowest(self);
-                    table.close(fd);
-                }
-            }
-            Step::Dup { calls } => {
-                self.calls[Syscall::Dup as usize] += u64::from(calls);
-                for _ in 0..calls {
-                    table.allocate_lowest(self);
-                }
-            }
-            Step::DupFd { calls, start } => {
-                self.calls[Syscall::Fcntl as usize] += u64::from(calls);
-                for _ in 0..calls {
-                    table
-                        .allocate(self, start, u64::MAX)
-                        .expect("room for an fd");
-                }
-            }
-            Step::CloseFd { fd } => {
-                self.calls[Syscall::Close as usize] += 1;
-                self.all(Site::CloseOk, 1, true);
-                table.close(fd);
-            }
-            Step::Dup2 { calls, same } => self.dup2s(calls, same),
-            Step::Dup3 {
-                calls,
-                same,
-                bad_flags,
-            } => {
-                self.calls[Syscall::Dup3 as usize] += u64::from(calls);
-                // The flags are checked before the fds (and refuse the call).
-                let reached = u64::from(calls - bad_flags);
-                self.add(
-                    Site::Dup3SameFd,
-                    u64::from(same),
-                    reached - u64::from(same),
-                    0,
-                );
-            }
-            Step::Wait => {
-                // One read of the line on stdin.
-                self.calls[Syscall::Read as usize] += 1;
-                self.lookups(1, shared);
-            }
-            Step::Fork
-            | Step::Thread
-            | Step::LeaderExit
-            | Step::Name { .. }
-            | Step::Sleep { .. } => {}
-        }
     }
 }
 
@@ -414,7 +160,7 @@ pub fn expected(steps: &[Step]) -> Vec<Expected> {
     let mut processes = expected_on_table(steps, layout.max_fds());
     // The set-up after exec places the layout's fds with `highest_pool_fd` dup2 calls,
     // each of two fds (see `run::Fds::open`).
-    processes[0].dup2s(layout.highest_pool_fd as u32, 0);
+    steps::dup::dup2s(&mut processes[0], layout.highest_pool_fd as u32, 0);
     processes
 }
 
@@ -438,10 +184,10 @@ pub fn expected_on_table(steps: &[Step], max_fds: u32) -> Vec<Expected> {
             Step::Thread => table.shared = true,
             // The main thread is gone: the table is the remaining thread's alone.
             Step::LeaderExit => table.shared = false,
-            step => processes
-                .last_mut()
-                .expect("never empty")
-                .step(step, &layout, &mut table),
+            step => {
+                let expected = processes.last_mut().expect("never empty");
+                in_family!(step, family => family.expect(expected, &layout, &mut table));
+            }
         }
     }
     processes

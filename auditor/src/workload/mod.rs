@@ -44,14 +44,18 @@
 
 mod expected;
 mod run;
+pub mod steps;
 
 use std::{fmt, str::FromStr};
 
-use auditor_common::Syscall;
 use thiserror::Error;
 
 pub use expected::{Expected, expected, expected_on_table};
 pub use run::{RunError, run};
+use steps::{
+    Family, alloc::Alloc, close::Close, dup::Dup, epoll::Epoll, poll::Poll, select::Select,
+    task::Task,
+};
 
 /// The default workload: the microbenchmarks of the patches that added the two hints —
 /// select of 1000 fds and poll of 1024 fds, zero timeout, through both syscalls of each
@@ -68,122 +72,55 @@ pub fn named(name: &str) -> Option<&'static str> {
     }
 }
 
-/// `poll:CALLS:NFDS:NEGATIVE[:NOTOPEN[:TIMEOUT_MS]]` (or `ppoll:…`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PollStep {
-    pub syscall: Syscall,
-    pub calls: u32,
-    pub nfds: u32,
-    pub negative: u32,
-    pub not_open: u32,
-    pub timeout_ms: i32,
-}
-
+/// One step of a workload: a family's (see [`steps`]), or one that says where the steps
+/// after it run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
-    Select {
-        syscall: Syscall,
-        calls: u32,
-        n: i32,
-        timeout_ms: i32,
-        /// The read set holds fds 3..min(n, fds).
-        fds: i32,
-    },
-    /// Selects with `n` whose read set holds only fd n - 1.
-    SelectSparse {
-        calls: u32,
-        n: i32,
-    },
-    SelectFault {
-        calls: u32,
-        n: i32,
-    },
-    SelectBadFd {
-        calls: u32,
-    },
-    Poll(PollStep),
-    PollFault {
-        calls: u32,
-        nfds: u32,
-    },
-    PollOverLimit {
-        calls: u32,
-    },
-    Epoll {
-        syscall: Syscall,
-        calls: u32,
-        maxevents: i32,
-        timeout_ms: i32,
-    },
-    EpollBadFd {
-        calls: u32,
-    },
-    Close {
-        ok: u32,
-        bad: u32,
-    },
-    /// Opens of /dev/null, kept open.
-    Open {
-        calls: u32,
-    },
-    /// Opens of a path that does not exist (ENOENT after the fd was allocated).
-    OpenMissing {
-        calls: u32,
-    },
-    /// Opens with RLIMIT_NOFILE lowered to the first free fd (EMFILE), then restored.
-    OpenOverLimit {
-        calls: u32,
-    },
-    /// dup of fd 3, kept open.
-    Dup {
-        calls: u32,
-    },
-    /// fcntl(3, F_DUPFD, start), kept open.
-    DupFd {
-        calls: u32,
-        start: u32,
-    },
-    /// close of one fd the workload opened.
-    CloseFd {
-        fd: u32,
-    },
-    /// dup2 calls, `same` of them with newfd == oldfd.
-    Dup2 {
-        calls: u32,
-        same: u32,
-    },
-    /// dup3 calls, `same` of them with newfd == oldfd, `bad_flags` of them refused for
-    /// their flags first.
-    Dup3 {
-        calls: u32,
-        same: u32,
-        bad_flags: u32,
-    },
-    /// A non-blocking listening socket on 127.0.0.1, then accepts with no connection
-    /// pending (EAGAIN: the fd is allocated, then released).
-    AcceptNone {
-        calls: u32,
-    },
-    /// pipe2 calls (two fds each), kept open.
-    Pipe {
-        calls: u32,
-    },
-    /// socketpair calls (two fds each), kept open.
-    SocketPair {
-        calls: u32,
-    },
+    Select(Select),
+    Poll(Poll),
+    Epoll(Epoll),
+    Close(Close),
+    Alloc(Alloc),
+    Dup(Dup),
+    Task(Task),
+    /// The steps after it run in a child process, which the parent waits for.
     Fork,
+    /// The steps after it run in a new thread, which the main thread joins.
     Thread,
+    /// The steps after it run in a new thread, and the main thread exits by itself.
     LeaderExit,
-    /// The thread's new name, NUL-padded (the kernel keeps 15 bytes).
-    Name {
-        name: [u8; 16],
-    },
-    Wait,
-    Sleep {
-        millis: u64,
-    },
 }
+
+/// `$body` for the family step in `$step` (bound to `$family`), None for a step that says
+/// where the rest runs.
+macro_rules! in_family {
+    ($step:expr, $family:ident => $body:expr) => {
+        match $step {
+            Step::Select($family) => Some($body),
+            Step::Poll($family) => Some($body),
+            Step::Epoll($family) => Some($body),
+            Step::Close($family) => Some($body),
+            Step::Alloc($family) => Some($body),
+            Step::Dup($family) => Some($body),
+            Step::Task($family) => Some($body),
+            Step::Fork | Step::Thread | Step::LeaderExit => None,
+        }
+    };
+}
+use in_family;
+
+/// Each family's parser, as a step of the workload.
+type Parser = fn(&str, &Fields) -> Result<Option<Step>, StepError>;
+
+const FAMILIES: [Parser; 7] = [
+    |kind, f| Ok(Select::parse(kind, f)?.map(Step::Select)),
+    |kind, f| Ok(Poll::parse(kind, f)?.map(Step::Poll)),
+    |kind, f| Ok(Epoll::parse(kind, f)?.map(Step::Epoll)),
+    |kind, f| Ok(Close::parse(kind, f)?.map(Step::Close)),
+    |kind, f| Ok(Alloc::parse(kind, f)?.map(Step::Alloc)),
+    |kind, f| Ok(Dup::parse(kind, f)?.map(Step::Dup)),
+    |kind, f| Ok(Task::parse(kind, f)?.map(Step::Task)),
+];
 
 #[derive(Debug, Error, PartialEq, Eq)]
 #[error("bad workload step `{step}`: {why} (see `auditor-workload` steps in the README)")]
@@ -239,272 +176,31 @@ impl FromStr for Step {
             step: text,
             fields: parts.collect(),
         };
+        for parse in FAMILIES {
+            if let Some(step) = parse(kind, &f)? {
+                return Ok(step);
+            }
+        }
         let step = match kind {
-            "select" | "pselect6" => {
-                f.at_most(4)?;
-                let n: i32 = f.number(1, "N", None)?;
-                Step::Select {
-                    syscall: if kind == "select" {
-                        Syscall::Select
-                    } else {
-                        Syscall::Pselect6
-                    },
-                    calls: f.number(0, "CALLS", None)?,
-                    n,
-                    timeout_ms: f.number(2, "TIMEOUT_MS", Some(0))?,
-                    fds: f.number(3, "FDS", Some(n))?,
-                }
-            }
-            "select-sparse" => {
-                f.at_most(2)?;
-                let n: i32 = f.number(1, "N", None)?;
-                if n < 4 {
-                    return Err(f.error("N must be at least 4 (fd N - 1 is one of the workload's)"));
-                }
-                Step::SelectSparse {
-                    calls: f.number(0, "CALLS", None)?,
-                    n,
-                }
-            }
-            "select-efault" => {
-                f.at_most(2)?;
-                Step::SelectFault {
-                    calls: f.number(0, "CALLS", None)?,
-                    n: f.number(1, "N", None)?,
-                }
-            }
-            "select-ebadf" => {
-                f.at_most(1)?;
-                Step::SelectBadFd {
-                    calls: f.number(0, "CALLS", None)?,
-                }
-            }
-            "poll" | "ppoll" => {
-                f.at_most(5)?;
-                let nfds: u32 = f.number(1, "NFDS", None)?;
-                let negative: u32 = f.number(2, "NEGATIVE", None)?;
-                let not_open: u32 = f.number(3, "NOTOPEN", Some(0))?;
-                if u64::from(negative) + u64::from(not_open) > u64::from(nfds) {
-                    return Err(f.error("NEGATIVE and NOTOPEN add up to more than NFDS"));
-                }
-                Step::Poll(PollStep {
-                    syscall: if kind == "poll" {
-                        Syscall::Poll
-                    } else {
-                        Syscall::Ppoll
-                    },
-                    calls: f.number(0, "CALLS", None)?,
-                    nfds,
-                    negative,
-                    not_open,
-                    timeout_ms: f.number(4, "TIMEOUT_MS", Some(0))?,
-                })
-            }
-            "poll-efault" => {
-                f.at_most(2)?;
-                Step::PollFault {
-                    calls: f.number(0, "CALLS", None)?,
-                    nfds: f.number(1, "NFDS", None)?,
-                }
-            }
-            "poll-einval" => {
-                f.at_most(1)?;
-                Step::PollOverLimit {
-                    calls: f.number(0, "CALLS", None)?,
-                }
-            }
-            "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => {
-                f.at_most(3)?;
-                Step::Epoll {
-                    syscall: match kind {
-                        "epoll_wait" => Syscall::EpollWait,
-                        "epoll_pwait" => Syscall::EpollPwait,
-                        _ => Syscall::EpollPwait2,
-                    },
-                    calls: f.number(0, "CALLS", None)?,
-                    maxevents: f.number(1, "MAXEVENTS", None)?,
-                    timeout_ms: f.number(2, "TIMEOUT_MS", Some(0))?,
-                }
-            }
-            "epoll-ebadf" => {
-                f.at_most(1)?;
-                Step::EpollBadFd {
-                    calls: f.number(0, "CALLS", None)?,
-                }
-            }
-            "close" => {
-                f.at_most(2)?;
-                Step::Close {
-                    ok: f.number(0, "OK", None)?,
-                    bad: f.number(1, "BAD", None)?,
-                }
-            }
-            "open" | "open-enoent" | "open-emfile" | "dup" => {
-                f.at_most(1)?;
-                let calls = f.number(0, "CALLS", None)?;
-                match kind {
-                    "open" => Step::Open { calls },
-                    "dup" => Step::Dup { calls },
-                    "open-emfile" => Step::OpenOverLimit { calls },
-                    _ => Step::OpenMissing { calls },
-                }
-            }
-            "dup2" | "dup3" => {
-                f.at_most(if kind == "dup2" { 2 } else { 3 })?;
-                let calls: u32 = f.number(0, "CALLS", None)?;
-                let same: u32 = f.number(1, "SAME", None)?;
-                let bad_flags: u32 = f.number(2, "BADFLAGS", Some(0))?;
-                if u64::from(same) + u64::from(bad_flags) > u64::from(calls) {
-                    return Err(f.error("SAME and BADFLAGS add up to more than CALLS"));
-                }
-                if kind == "dup2" {
-                    Step::Dup2 { calls, same }
-                } else {
-                    Step::Dup3 {
-                        calls,
-                        same,
-                        bad_flags,
-                    }
-                }
-            }
-            "dupfd" => {
-                f.at_most(2)?;
-                Step::DupFd {
-                    calls: f.number(0, "CALLS", None)?,
-                    start: f.number(1, "START", None)?,
-                }
-            }
-            "accept-eagain" | "pipe" | "socketpair" => {
-                f.at_most(1)?;
-                let calls = f.number(0, "CALLS", None)?;
-                match kind {
-                    "pipe" => Step::Pipe { calls },
-                    "socketpair" => Step::SocketPair { calls },
-                    _ => Step::AcceptNone { calls },
-                }
-            }
-            "close-fd" => {
-                f.at_most(1)?;
-                Step::CloseFd {
-                    fd: f.number(0, "FD", None)?,
-                }
-            }
-            "sleep" => {
-                f.at_most(1)?;
-                Step::Sleep {
-                    millis: f.number(0, "MS", None)?,
-                }
-            }
-            "fork" | "thread" | "leader-exit" | "wait" => {
-                f.at_most(0)?;
-                match kind {
-                    "fork" => Step::Fork,
-                    "thread" => Step::Thread,
-                    "leader-exit" => Step::LeaderExit,
-                    _ => Step::Wait,
-                }
-            }
-            "name" => {
-                f.at_most(1)?;
-                let given = f.fields.first().ok_or_else(|| f.error("NAME is missing"))?;
-                if given.is_empty() || given.len() > 15 || given.contains('\0') {
-                    return Err(f.error("NAME must be 1 to 15 bytes"));
-                }
-                let mut name = [0u8; 16];
-                name[..given.len()].copy_from_slice(given.as_bytes());
-                Step::Name { name }
-            }
+            "fork" => Step::Fork,
+            "thread" => Step::Thread,
+            "leader-exit" => Step::LeaderExit,
             _ => return Err(f.error("unknown step")),
         };
+        f.at_most(0)?;
         Ok(step)
     }
 }
 
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Optional fields are written only when they differ from their default.
-        let timeout = |ms: i32| {
-            if ms == 0 {
-                String::new()
-            } else {
-                format!(":{ms}")
-            }
-        };
-        match *self {
-            Step::Select {
-                syscall,
-                calls,
-                n,
-                timeout_ms,
-                fds,
-            } => {
-                write!(f, "{}:{calls}:{n}", syscall.name())?;
-                if fds != n {
-                    write!(f, ":{timeout_ms}:{fds}")
-                } else {
-                    f.write_str(&timeout(timeout_ms))
-                }
-            }
-            Step::SelectSparse { calls, n } => write!(f, "select-sparse:{calls}:{n}"),
-            Step::SelectFault { calls, n } => write!(f, "select-efault:{calls}:{n}"),
-            Step::SelectBadFd { calls } => write!(f, "select-ebadf:{calls}"),
-            Step::Poll(poll) => {
-                let PollStep {
-                    calls,
-                    nfds,
-                    negative,
-                    not_open,
-                    timeout_ms,
-                    ..
-                } = poll;
-                write!(f, "{}:{calls}:{nfds}:{negative}", poll.syscall.name())?;
-                if not_open != 0 || timeout_ms != 0 {
-                    write!(f, ":{not_open}{}", timeout(timeout_ms))?;
-                }
-                Ok(())
-            }
-            Step::PollFault { calls, nfds } => write!(f, "poll-efault:{calls}:{nfds}"),
-            Step::PollOverLimit { calls } => write!(f, "poll-einval:{calls}"),
-            Step::Epoll {
-                syscall,
-                calls,
-                maxevents,
-                timeout_ms,
-            } => {
-                write!(
-                    f,
-                    "{}:{calls}:{maxevents}{}",
-                    syscall.name(),
-                    timeout(timeout_ms)
-                )
-            }
-            Step::EpollBadFd { calls } => write!(f, "epoll-ebadf:{calls}"),
-            Step::Close { ok, bad } => write!(f, "close:{ok}:{bad}"),
-            Step::Open { calls } => write!(f, "open:{calls}"),
-            Step::OpenMissing { calls } => write!(f, "open-enoent:{calls}"),
-            Step::OpenOverLimit { calls } => write!(f, "open-emfile:{calls}"),
-            Step::Dup { calls } => write!(f, "dup:{calls}"),
-            Step::DupFd { calls, start } => write!(f, "dupfd:{calls}:{start}"),
-            Step::CloseFd { fd } => write!(f, "close-fd:{fd}"),
-            Step::Dup2 { calls, same } => write!(f, "dup2:{calls}:{same}"),
-            Step::Dup3 {
-                calls,
-                same,
-                bad_flags,
-            } => write!(f, "dup3:{calls}:{same}:{bad_flags}"),
-            Step::AcceptNone { calls } => write!(f, "accept-eagain:{calls}"),
-            Step::Pipe { calls } => write!(f, "pipe:{calls}"),
-            Step::SocketPair { calls } => write!(f, "socketpair:{calls}"),
-            Step::Fork => f.write_str("fork"),
-            Step::Thread => f.write_str("thread"),
-            Step::LeaderExit => f.write_str("leader-exit"),
-            Step::Name { name } => {
-                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-                write!(f, "name:{}", String::from_utf8_lossy(&name[..end]))
-            }
-            Step::Wait => f.write_str("wait"),
-            Step::Sleep { millis } => write!(f, "sleep:{millis}"),
-        }
+        in_family!(self, step => step.fmt(f)).unwrap_or_else(|| {
+            f.write_str(match self {
+                Step::Fork => "fork",
+                Step::Thread => "thread",
+                _ => "leader-exit",
+            })
+        })
     }
 }
 
@@ -520,16 +216,16 @@ pub struct Layout {
 
 impl Layout {
     pub fn of(steps: &[Step]) -> Layout {
-        let needed = steps.iter().map(|step| match *step {
-            // A select names fds 3..min(n, fds).
-            Step::Select { n, fds, .. } => n.min(fds),
-            Step::SelectSparse { n, .. } => n,
+        let needed = steps.iter().map(|step| match step {
+            Step::Select(select) => select.fds_named(),
             _ => 0,
         });
         Layout {
             // Poll entries cycle through at least 62 fds.
             highest_pool_fd: needed.max().unwrap_or(0).max(64),
-            epoll: steps.iter().any(|s| matches!(s, Step::Epoll { .. })),
+            epoll: steps
+                .iter()
+                .any(|s| matches!(s, Step::Epoll(epoll) if epoll.needs_epoll_fd())),
         }
     }
 

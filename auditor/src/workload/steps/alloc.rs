@@ -1,0 +1,239 @@
+//! Steps that allocate fds (`alloc_fd`): opens, dup, fcntl F_DUPFD, accept, pipes and
+//! socket pairs.
+
+use std::{fmt, os::fd::IntoRawFd};
+
+use auditor_common::Syscall;
+
+use super::Family;
+use crate::workload::{
+    Fields, Layout, StepError,
+    expected::{Expected, Table},
+    run::{Context as _, Fds, Result, bail, ensure, repeat},
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alloc {
+    /// `open:CALLS`: opens of /dev/null, kept open.
+    Open { calls: u32 },
+    /// `open-enoent:CALLS`: opens of a missing path (ENOENT after the fd was allocated).
+    OpenMissing { calls: u32 },
+    /// `open-emfile:CALLS`: opens with RLIMIT_NOFILE lowered to the first free fd
+    /// (EMFILE), then restored.
+    OpenOverLimit { calls: u32 },
+    /// `dup:CALLS`: dup of fd 3, kept open.
+    Dup { calls: u32 },
+    /// `dupfd:CALLS:START`: fcntl(3, F_DUPFD, START), kept open.
+    DupFd { calls: u32, start: u32 },
+    /// `accept-eagain:CALLS`: a non-blocking listening socket on 127.0.0.1, then accepts
+    /// with no connection pending (EAGAIN: the fd is allocated, then released).
+    AcceptNone { calls: u32 },
+    /// `pipe:CALLS`: pipe2 calls (two fds each), kept open.
+    Pipe { calls: u32 },
+    /// `socketpair:CALLS`: socketpair calls (two fds each), kept open.
+    SocketPair { calls: u32 },
+}
+
+impl Family for Alloc {
+    fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Alloc>, StepError> {
+        if kind == "dupfd" {
+            f.at_most(2)?;
+            return Ok(Some(Alloc::DupFd {
+                calls: f.number(0, "CALLS", None)?,
+                start: f.number(1, "START", None)?,
+            }));
+        }
+        let step: fn(u32) -> Alloc = match kind {
+            "open" => |calls| Alloc::Open { calls },
+            "open-enoent" => |calls| Alloc::OpenMissing { calls },
+            "open-emfile" => |calls| Alloc::OpenOverLimit { calls },
+            "dup" => |calls| Alloc::Dup { calls },
+            "accept-eagain" => |calls| Alloc::AcceptNone { calls },
+            "pipe" => |calls| Alloc::Pipe { calls },
+            "socketpair" => |calls| Alloc::SocketPair { calls },
+            _ => return Ok(None),
+        };
+        f.at_most(1)?;
+        Ok(Some(step(f.number(0, "CALLS", None)?)))
+    }
+
+    fn run(&self, _: &Fds) -> Result<()> {
+        match *self {
+            Alloc::Open { calls } => (0..calls)
+                .try_for_each(|_| {
+                    std::fs::File::open("/dev/null").map(|file| {
+                        let _kept_open = file.into_raw_fd();
+                    })
+                })
+                .map_err(Into::into),
+            Alloc::OpenMissing { calls } => {
+                (0..calls).try_for_each(|_| {
+                    match std::fs::File::open("/nonexistent/auditor-workload") {
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                        other => bail!("expected ENOENT, got {other:?}"),
+                    }
+                })
+            }
+            Alloc::OpenOverLimit { calls } => with_nofile_at_next_free(|| {
+                (0..calls).try_for_each(|_| match std::fs::File::open("/dev/null") {
+                    Err(e) if e.raw_os_error() == Some(libc::EMFILE) => Ok(()),
+                    other => bail!("expected EMFILE, got {other:?}"),
+                })
+            }),
+            Alloc::Dup { calls } => repeat(calls, None, || {
+                // SAFETY: fd 3 is the workload's; the new fds stay open.
+                unsafe { libc::syscall(libc::SYS_dup, 3) }
+            }),
+            Alloc::DupFd { calls, start } => repeat(calls, None, || {
+                // SAFETY: as above.
+                unsafe { libc::syscall(libc::SYS_fcntl, 3, libc::F_DUPFD, start) }
+            }),
+            Alloc::AcceptNone { calls } => accept_none(calls),
+            Alloc::Pipe { calls } => repeat(calls, None, || {
+                let mut fds = [0i32; 2];
+                // SAFETY: room for the two fds; they stay open.
+                unsafe { libc::syscall(libc::SYS_pipe2, fds.as_mut_ptr(), 0) }
+            }),
+            Alloc::SocketPair { calls } => repeat(calls, None, || {
+                let mut fds = [0i32; 2];
+                // SAFETY: as above.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_socketpair,
+                        libc::AF_UNIX,
+                        libc::SOCK_STREAM,
+                        0,
+                        fds.as_mut_ptr(),
+                    )
+                }
+            }),
+        }
+    }
+
+    fn expect(&self, e: &mut Expected, _: &Layout, table: &mut Table) {
+        match *self {
+            Alloc::Open { calls } | Alloc::Dup { calls } => {
+                let syscall = if matches!(self, Alloc::Open { .. }) {
+                    Syscall::Openat
+                } else {
+                    Syscall::Dup
+                };
+                e.calls[syscall as usize] += u64::from(calls);
+                for _ in 0..calls {
+                    table.allocate_lowest(e);
+                }
+            }
+            Alloc::OpenMissing { calls } => {
+                e.calls[Syscall::Openat as usize] += u64::from(calls);
+                // The fd is allocated, then released when the path is not found.
+                allocated_and_released(e, table, calls);
+            }
+            Alloc::OpenOverLimit { calls } => {
+                e.calls[Syscall::Openat as usize] += u64::from(calls);
+                // The limit is the first free fd: the search finds it and it is past `end`.
+                for _ in 0..calls {
+                    let end = u64::from(table.lowest_free());
+                    assert_eq!(table.allocate(e, 0, end), None, "EMFILE expected");
+                }
+            }
+            Alloc::Pipe { calls } | Alloc::SocketPair { calls } => {
+                let syscall = if matches!(self, Alloc::Pipe { .. }) {
+                    Syscall::Pipe2
+                } else {
+                    Syscall::Socketpair
+                };
+                e.calls[syscall as usize] += u64::from(calls);
+                // Two allocations a call, both kept.
+                for _ in 0..2 * calls {
+                    table.allocate_lowest(e);
+                }
+            }
+            Alloc::AcceptNone { calls } => {
+                e.calls[Syscall::Socket as usize] += 1;
+                e.calls[Syscall::Accept4 as usize] += u64::from(calls);
+                table.allocate_lowest(e);
+                // Each accept allocates the fd, finds no connection and releases it.
+                allocated_and_released(e, table, calls);
+            }
+            Alloc::DupFd { calls, start } => {
+                e.calls[Syscall::Fcntl as usize] += u64::from(calls);
+                for _ in 0..calls {
+                    table.allocate(e, start, u64::MAX).expect("room for an fd");
+                }
+            }
+        }
+    }
+}
+
+/// `calls` allocations whose fds are released at once (as the call fails after them).
+pub(super) fn allocated_and_released(e: &mut Expected, table: &mut Table, calls: u32) {
+    for _ in 0..calls {
+        let fd = table.allocate_lowest(e);
+        table.close(fd);
+    }
+}
+
+/// A non-blocking listening socket on 127.0.0.1 (port chosen by the kernel), then
+/// `calls` accepts that find no connection.
+fn accept_none(calls: u32) -> Result<()> {
+    // SAFETY: plain socket calls on a socket this function owns; the address outlives them.
+    unsafe {
+        let socket = libc::syscall(
+            libc::SYS_socket,
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK,
+            0,
+        );
+        ensure!(socket >= 0, "socket failed");
+        let address = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let size = std::mem::size_of::<libc::sockaddr_in>();
+        ensure!(
+            libc::syscall(libc::SYS_bind, socket, &raw const address, size) == 0,
+            "bind failed"
+        );
+        ensure!(
+            libc::syscall(libc::SYS_listen, socket, 1) == 0,
+            "listen failed"
+        );
+        let null = std::ptr::null_mut::<libc::c_void>();
+        repeat(calls, Some(libc::EAGAIN), || {
+            libc::syscall(libc::SYS_accept4, socket, null, null, 0)
+        })
+    }
+}
+
+/// Runs `body` with the soft RLIMIT_NOFILE at the first free fd, then restores it.
+fn with_nofile_at_next_free(body: impl FnOnce() -> Result<()>) -> Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    // The lowest free fd: what an open would get (F_GETFD allocates nothing).
+    // SAFETY: F_GETFD only reads the fd's flags.
+    let free = (0..).find(|&fd: &i32| unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0);
+    let free = free.context("no free fd")?;
+    setrlimit(Resource::RLIMIT_NOFILE, free as u64, hard)?;
+    let result = body();
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard)?;
+    result
+}
+
+impl fmt::Display for Alloc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Alloc::Open { calls } => write!(f, "open:{calls}"),
+            Alloc::OpenMissing { calls } => write!(f, "open-enoent:{calls}"),
+            Alloc::OpenOverLimit { calls } => write!(f, "open-emfile:{calls}"),
+            Alloc::Dup { calls } => write!(f, "dup:{calls}"),
+            Alloc::DupFd { calls, start } => write!(f, "dupfd:{calls}:{start}"),
+            Alloc::AcceptNone { calls } => write!(f, "accept-eagain:{calls}"),
+            Alloc::Pipe { calls } => write!(f, "pipe:{calls}"),
+            Alloc::SocketPair { calls } => write!(f, "socketpair:{calls}"),
+        }
+    }
+}

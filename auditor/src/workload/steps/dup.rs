@@ -1,0 +1,124 @@
+//! dup2 and dup3 steps.
+
+use std::{fmt, os::fd::RawFd};
+
+use auditor_common::{Site, Syscall};
+
+use super::Family;
+use crate::workload::{
+    Fields, Layout, StepError,
+    expected::{Expected, Table},
+    run::{Fds, Result, repeat},
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dup {
+    /// `dup2:CALLS:SAME`: dup2 calls, SAME of them of fd 3 onto itself, the others of fd 3
+    /// onto fd 4 (which stays open: the fd table does not change).
+    Dup2 { calls: u32, same: u32 },
+    /// `dup3:CALLS:SAME[:BADFLAGS]`: dup3 calls, SAME of them of fd 3 onto itself (EINVAL),
+    /// BADFLAGS of them onto itself with a flag dup3 refuses first (EINVAL), the others of
+    /// fd 3 onto fd 4.
+    Dup3 {
+        calls: u32,
+        same: u32,
+        bad_flags: u32,
+    },
+}
+
+impl Family for Dup {
+    fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Dup>, StepError> {
+        if kind != "dup2" && kind != "dup3" {
+            return Ok(None);
+        }
+        f.at_most(if kind == "dup2" { 2 } else { 3 })?;
+        let calls: u32 = f.number(0, "CALLS", None)?;
+        let same: u32 = f.number(1, "SAME", None)?;
+        let bad_flags: u32 = f.number(2, "BADFLAGS", Some(0))?;
+        if u64::from(same) + u64::from(bad_flags) > u64::from(calls) {
+            return Err(f.error("SAME and BADFLAGS add up to more than CALLS"));
+        }
+        Ok(Some(if kind == "dup2" {
+            Dup::Dup2 { calls, same }
+        } else {
+            Dup::Dup3 {
+                calls,
+                same,
+                bad_flags,
+            }
+        }))
+    }
+
+    fn run(&self, _: &Fds) -> Result<()> {
+        match *self {
+            Dup::Dup2 { calls, same } => {
+                // dup2(3, 3) returns 3; dup2(3, 4) replaces fd 4 by a copy of fd 3.
+                repeat(same, None, || dup(libc::SYS_dup2, 3, 0))?;
+                repeat(calls - same, None, || dup(libc::SYS_dup2, 4, 0))
+            }
+            Dup::Dup3 {
+                calls,
+                same,
+                bad_flags,
+            } => {
+                repeat(same, Some(libc::EINVAL), || dup(libc::SYS_dup3, 3, 0))?;
+                repeat(bad_flags, Some(libc::EINVAL), || {
+                    dup(libc::SYS_dup3, 3, libc::O_NONBLOCK)
+                })?;
+                repeat(calls - same - bad_flags, None, || {
+                    dup(libc::SYS_dup3, 4, libc::O_CLOEXEC)
+                })
+            }
+        }
+    }
+
+    fn expect(&self, e: &mut Expected, _: &Layout, _: &mut Table) {
+        match *self {
+            Dup::Dup2 { calls, same } => dup2s(e, calls, same),
+            Dup::Dup3 {
+                calls,
+                same,
+                bad_flags,
+            } => {
+                e.calls[Syscall::Dup3 as usize] += u64::from(calls);
+                // The flags are checked before the fds (and refuse the call).
+                let reached = u64::from(calls - bad_flags);
+                e.add(
+                    Site::Dup3SameFd,
+                    u64::from(same),
+                    reached - u64::from(same),
+                    0,
+                );
+            }
+        }
+    }
+}
+
+/// `calls` dup2 calls, `same` of them with newfd == oldfd (returned at once), the others
+/// going on to ksys_dup3, which finds two fds.
+pub fn dup2s(e: &mut Expected, calls: u32, same: u32) {
+    let (calls, same) = (u64::from(calls), u64::from(same));
+    e.calls[Syscall::Dup2 as usize] += calls;
+    e.add(Site::Dup2SameFd, same, calls - same, 0);
+    e.add(Site::Dup3SameFd, 0, calls - same, 0);
+}
+
+/// dup2 or dup3 (dup2 ignores `flags`) of fd 3 onto `newfd`, 3 or 4.
+fn dup(syscall: libc::c_long, newfd: RawFd, flags: libc::c_int) -> libc::c_long {
+    // SAFETY: fds 3 and 4 are the workload's own, both /dev/null: a copy of fd 3 onto fd
+    // 4 replaces one with the other.
+    unsafe { libc::syscall(syscall, 3, newfd, flags) }
+}
+
+impl fmt::Display for Dup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Dup::Dup2 { calls, same } => write!(f, "dup2:{calls}:{same}"),
+            Dup::Dup3 {
+                calls,
+                same,
+                bad_flags,
+            } => write!(f, "dup3:{calls}:{same}:{bad_flags}"),
+        }
+    }
+}

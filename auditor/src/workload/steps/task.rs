@@ -1,0 +1,91 @@
+//! Steps of the calling thread itself: its name, waiting for a line, sleeping.
+
+use std::fmt;
+
+use auditor_common::Syscall;
+
+use super::Family;
+use crate::workload::{
+    Fields, Layout, StepError,
+    expected::{Expected, Table},
+    run::{Fds, Result, ensure},
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Task {
+    /// `name:NAME`: the calling thread names itself NAME (prctl PR_SET_NAME; the kernel
+    /// keeps 15 bytes), NUL-padded.
+    Name { name: [u8; 16] },
+    /// `wait`: read a line from stdin first (lets a test attach to a running process).
+    Wait,
+    /// `sleep:MS`.
+    Sleep { millis: u64 },
+}
+
+impl Family for Task {
+    fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Task>, StepError> {
+        Ok(Some(match kind {
+            "name" => {
+                f.at_most(1)?;
+                let given = f.fields.first().ok_or_else(|| f.error("NAME is missing"))?;
+                if given.is_empty() || given.len() > 15 || given.contains('\0') {
+                    return Err(f.error("NAME must be 1 to 15 bytes"));
+                }
+                let mut name = [0u8; 16];
+                name[..given.len()].copy_from_slice(given.as_bytes());
+                Task::Name { name }
+            }
+            "wait" => {
+                f.at_most(0)?;
+                Task::Wait
+            }
+            "sleep" => {
+                f.at_most(1)?;
+                Task::Sleep {
+                    millis: f.number(0, "MS", None)?,
+                }
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    fn run(&self, _: &Fds) -> Result<()> {
+        match *self {
+            Task::Name { name } => {
+                // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
+                let ret = unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+                ensure!(ret == 0, "prctl(PR_SET_NAME) failed");
+                Ok(())
+            }
+            Task::Wait => std::io::stdin()
+                .read_line(&mut String::new())
+                .map(drop)
+                .map_err(Into::into),
+            Task::Sleep { millis } => {
+                std::thread::sleep(std::time::Duration::from_millis(millis));
+                Ok(())
+            }
+        }
+    }
+
+    fn expect(&self, e: &mut Expected, _: &Layout, table: &mut Table) {
+        if let Task::Wait = self {
+            // One read of the line on stdin.
+            e.calls[Syscall::Read as usize] += 1;
+            e.lookups(1, table.shared);
+        }
+    }
+}
+
+impl fmt::Display for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Task::Name { name } => {
+                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                write!(f, "name:{}", String::from_utf8_lossy(&name[..end]))
+            }
+            Task::Wait => f.write_str("wait"),
+            Task::Sleep { millis } => write!(f, "sleep:{millis}"),
+        }
+    }
+}
