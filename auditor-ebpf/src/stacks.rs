@@ -71,10 +71,15 @@ pub fn begin_call() -> *mut RareSites {
     let Some(sites) = RARE_SITES.get_ptr_mut(0) else {
         return core::ptr::null_mut();
     };
-    // SAFETY: this CPU's entry, not shared within a program run (see `RARE_SITES`).
+    // SAFETY: this CPU's entry, not shared within a program run (see `RARE_SITES`); its
+    // counts are SITE_COUNT * 3 aligned u64s. Word by word and volatile: a plain
+    // assignment becomes a call to memset, a loop over bytes.
     unsafe {
         (*sites).sites = 0;
-        (*sites).counts = [Counts::ZERO; SITE_COUNT];
+        let words = core::ptr::addr_of_mut!((*sites).counts).cast::<u64>();
+        for word in 0..SITE_COUNT * 3 {
+            words.add(word).write_volatile(0);
+        }
     }
     sites
 }
