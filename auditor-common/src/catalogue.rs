@@ -533,6 +533,11 @@ impl Counters {
         self.counts[site as usize]
     }
 
+    /// Every site's counts, in catalogue order.
+    pub fn iter(&self) -> impl Iterator<Item = (Site, &Counts)> {
+        Site::ALL.into_iter().zip(&self.counts)
+    }
+
     /// Adds another's counts.
     pub fn merge(&mut self, other: &Counters) {
         for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {

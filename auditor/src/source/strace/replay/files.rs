@@ -158,15 +158,8 @@ impl Replay {
 
     /// Adds another replay's counts; its line numbers start `offset` lines into the file.
     fn merge(&mut self, other: Replay, offset: u64) {
-        for (process, recorder) in other.recorders.list {
-            self.recorders
-                .of(process.pid, &process.comm)
-                .merge(&recorder);
-        }
+        self.threads.merge(&other.threads);
         self.created_by.extend(other.created_by);
-        for (key, counts) in other.call_stacks {
-            self.call_stacks.entry(key).or_default().add(&counts);
-        }
         for (calls, other) in self.calls.iter_mut().zip(other.calls) {
             *calls += other;
         }

@@ -13,7 +13,7 @@ use std::{
 };
 
 use auditor_common::{
-    Counts, Evaluation, SYSCALL_COUNT, Site, Syscall,
+    Evaluation, SYSCALL_COUNT, Site, Syscall,
     catalogue::{self, Counters, Decided, Recorder, Unit},
     close, dup, epoll,
     fd::Unseen,
@@ -39,48 +39,12 @@ pub fn decides(site: Site) -> bool {
     site.info().decided != Decided::TaskState
 }
 
-/// The recorder of each process (pid and command name, as the probe keys its counts). A
-/// log's lines come in runs from one thread: the one used last is found without a search.
-#[derive(Default)]
-struct Recorders {
-    list: Vec<(Process, Counters)>,
-    /// Indexes into `list` by pid (one per command name the pid ran under).
-    index: HashMap<u32, Vec<usize>>,
-    last: usize,
-}
-
-impl Recorders {
-    fn of(&mut self, pid: u32, comm: &str) -> &mut Counters {
-        // Names compared inline: a memcmp call per line cost a third of ingest's time.
-        let is = |(process, _): &(Process, Counters)| {
-            process.pid == pid
-                && process.comm.len() == comm.len()
-                && process.comm.bytes().zip(comm.bytes()).all(|(a, b)| a == b)
-        };
-        if !self.list.get(self.last).is_some_and(is) {
-            let indexes = self.index.entry(pid).or_default();
-            self.last = match indexes.iter().find(|&&i| is(&self.list[i])) {
-                Some(&i) => i,
-                None => {
-                    let process = Process {
-                        pid,
-                        comm: comm.to_string(),
-                    };
-                    self.list.push((process, Counters::default()));
-                    indexes.push(self.list.len() - 1);
-                    self.list.len() - 1
-                }
-            };
-        }
-        &mut self.list[self.last].1
-    }
-}
-
 /// Counts from one or more strace logs.
 #[derive(Default)]
 pub struct Replay {
-    /// Per thread id (strace prints threads' ids) and command name.
-    recorders: Recorders,
+    /// The counts per thread (strace prints threads' ids) and command name, and the
+    /// calls' stacks: regrouped into processes by [`Replay::tally`].
+    threads: Tally,
     /// The thread that created each thread (clone with CLONE_THREAD): the probe counts per
     /// process, so a thread's counts go to its thread group.
     created_by: HashMap<u32, u32>,
@@ -101,8 +65,6 @@ pub struct Replay {
     last_call: Option<Counters>,
     /// The frames of that call so far.
     last_frames: Vec<Frame>,
-    /// Counts per site and call stack.
-    call_stacks: BTreeMap<(Site, Vec<Frame>), Counts>,
     /// Successful `execve` calls: a live strace of a command shows that it started.
     execs: u64,
     /// The executable each (thread, name) exec'd.
@@ -140,7 +102,7 @@ impl Replay {
         let mut call = self.stacks.then(Counters::default);
         let recorder = match call.as_mut() {
             Some(call) => call,
-            None => self.recorders.of(pid, comm),
+            None => self.threads.row(pid, comm),
         };
         // The model of each call strace decodes; a log shows no task state.
         let decoded = match syscall {
@@ -175,7 +137,7 @@ impl Replay {
             self.undecodable.add(file, record.line, why);
         }
         if let Some(call) = call {
-            self.recorders.of(pid, comm).merge(&call);
+            self.threads.row(pid, comm).merge(&call);
             self.last_call = Some(call);
         }
     }
@@ -209,12 +171,8 @@ impl Replay {
         if frames.is_empty() {
             return;
         }
-        for site in Site::ALL {
-            let counts = call.get(site);
-            if counts.total() > 0 {
-                let key = (site, frames.clone());
-                self.call_stacks.entry(key).or_default().add(&counts);
-            }
+        for (site, counts) in call.iter() {
+            self.threads.add_call_stack(site, &frames, counts);
         }
     }
 
@@ -281,27 +239,13 @@ impl Replay {
         self.unparsed.count + self.undecodable.count + self.unreadable_files.len() as u64
     }
 
+    /// The counts per process, as the probe keys them: a thread's go to its process,
+    /// under the process's name as `ps` shows it (its leader's) when the log gives the
+    /// leader one name; only the sites a log decides (the model also records, as
+    /// unreadable, the sites it had no task state for).
     pub fn tally(&self) -> Tally {
-        let mut tally = Tally::default();
-        for ((tid, comm), exe) in &self.exes {
-            let process = Process {
-                pid: self.process_of(*tid),
-                comm: comm.clone(),
-            };
-            tally.set_exe(process, exe);
-        }
-        for syscall in Syscall::ALL {
-            tally.add_calls(syscall, self.calls[syscall as usize]);
-        }
-        for ((site, frames), counts) in &self.call_stacks {
-            if decides(*site) {
-                tally.add_call_stack(*site, frames, counts);
-            }
-        }
-        // A thread's counts go to its process, under the process's name as `ps` shows it
-        // (its leader's, as the probe keys them) when the log gives the leader one name.
         let mut leader_names: HashMap<u32, Option<&str>> = HashMap::new();
-        for (thread, _) in &self.recorders.list {
+        for thread in self.threads.processes() {
             if self.process_of(thread.pid) == thread.pid {
                 leader_names
                     .entry(thread.pid)
@@ -313,21 +257,24 @@ impl Replay {
                     .or_insert(Some(&thread.comm));
             }
         }
-        // Only what a log decides: the core also records, as unreadable, the sites it had
-        // no task state for.
-        for (thread, recorder) in &self.recorders.list {
+        let process = |thread: &Process| {
             let pid = self.process_of(thread.pid);
             let leader = leader_names.get(&pid).copied().flatten();
-            let process = Process {
+            Process {
                 pid,
                 comm: leader.unwrap_or(&thread.comm).to_string(),
-            };
-            for site in Site::ALL.into_iter().filter(|&site| decides(site)) {
-                let counts = recorder.get(site);
-                if counts.total() > 0 {
-                    tally.add(process.clone(), site, &counts);
-                }
             }
+        };
+        let mut tally = self.threads.regrouped(process, decides);
+        for ((tid, comm), exe) in &self.exes {
+            let process = Process {
+                pid: self.process_of(*tid),
+                comm: comm.clone(),
+            };
+            tally.set_exe(process, exe);
+        }
+        for syscall in Syscall::ALL {
+            tally.add_calls(syscall, self.calls[syscall as usize]);
         }
         tally
     }
@@ -539,6 +486,7 @@ mod tests {
 #[cfg(test)]
 mod no_end {
     use super::*;
+    use auditor_common::Counts;
 
     fn replayed(log: &str) -> Replay {
         let mut replay = Replay::default();
