@@ -63,8 +63,10 @@ pub mod kind {
 pub struct RareSites {
     /// Bit `1 << site` for each site the call went the rare way at.
     pub sites: u32,
-    pub _pad: u32,
-    /// The call's evaluations, indexed by `Site`; meaningful where `sites` has the bit.
+    /// Bit `1 << site` for each site (that takes stacks) the call evaluated so far.
+    pub evaluated: u32,
+    /// The call's evaluations, indexed by `Site`; meaningful where `sites` has the bit
+    /// (written over at a site's first evaluation in a call).
     pub counts: [Counts; SITE_COUNT],
 }
 

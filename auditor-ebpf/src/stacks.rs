@@ -62,7 +62,8 @@ static BUDGET: PerCpuArray<Budget> = PerCpuArray::with_max_entries(1, 0);
 static RARE_SITES: PerCpuArray<RareSites> = PerCpuArray::with_max_entries(1, 0);
 
 /// This CPU's record of the call about to be counted, with `--stacks` (null without: the
-/// verifier prunes the rest): cleared, as no site has been evaluated yet.
+/// verifier prunes the rest): no site evaluated yet (the counts of a site are written over
+/// at its first evaluation, so they need no clearing).
 #[inline(always)]
 pub fn begin_call() -> *mut RareSites {
     if global(&STACKS_ON) == 0 {
@@ -71,15 +72,10 @@ pub fn begin_call() -> *mut RareSites {
     let Some(sites) = RARE_SITES.get_ptr_mut(0) else {
         return core::ptr::null_mut();
     };
-    // SAFETY: this CPU's entry, not shared within a program run (see `RARE_SITES`); its
-    // counts are SITE_COUNT * 3 aligned u64s. Word by word and volatile: a plain
-    // assignment becomes a call to memset, a loop over bytes.
+    // SAFETY: this CPU's entry, not shared within a program run (see `RARE_SITES`).
     unsafe {
         (*sites).sites = 0;
-        let words = core::ptr::addr_of_mut!((*sites).counts).cast::<u64>();
-        for word in 0..SITE_COUNT * 3 {
-            words.add(word).write_volatile(0);
-        }
+        (*sites).evaluated = 0;
     }
     sites
 }
@@ -104,11 +100,18 @@ pub fn note(sites: *mut RareSites, site: Site, counts: &Counts, so_far: &Counts)
     let Some(slot) = sites.counts.get_mut(site as usize) else {
         return;
     };
-    slot.add(counts);
+    let bit = 1 << site as u32;
+    // SAFETY: a valid, aligned map value (read as the verifier cannot track it).
+    if unsafe { core::ptr::read_volatile(&sites.evaluated) } & bit == 0 {
+        *slot = *counts;
+        sites.evaluated |= bit;
+    } else {
+        slot.add(counts);
+    }
     // SAFETY: a valid, aligned map value just written.
     let call = unsafe { core::ptr::read_volatile(slot) };
     if stacks::wanted(arms, &call, so_far) {
-        sites.sites |= 1 << site as u32;
+        sites.sites |= bit;
     }
 }
 
