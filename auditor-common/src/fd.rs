@@ -123,7 +123,10 @@ pub enum Allocator {
     Dup = 1,
     /// fcntl F_DUPFD: EBADF, and EINVAL for a start past RLIMIT_NOFILE, first.
     DupFd = 2,
-    /// eventfd2, epoll_create1: EINVAL (flags) first; ENOMEM before or after.
+    /// An anonymous-inode fd (eventfd, eventfd2, epoll_create, epoll_create1,
+    /// timerfd_create, signalfd, signalfd4, memfd_create, pidfd_open): the arguments are
+    /// checked first — EINVAL, EPERM (timerfd's alarm clocks), EFAULT (memfd's name,
+    /// signalfd's mask), ESRCH (pidfd_open's pid) —; ENOMEM comes before or after.
     Anon = 3,
     /// socket: the socket is created first (any error); ENFILE and ENOMEM after too.
     Socket = 4,
@@ -131,6 +134,9 @@ pub enum Allocator {
     /// is allocated before waiting for a connection, so every later error (EAGAIN,
     /// ENOTSOCK, EINTR, ...) comes after it.
     Accept = 5,
+    /// inotify_init, inotify_init1: EINVAL (flags) first, then the group, whose
+    /// per-user limit is EMFILE too: an EMFILE does not say whether the allocation ran.
+    Inotify = 6,
 }
 
 impl Allocator {
@@ -141,7 +147,8 @@ impl Allocator {
             2 => Allocator::DupFd,
             3 => Allocator::Anon,
             4 => Allocator::Socket,
-            _ => Allocator::Accept,
+            5 => Allocator::Accept,
+            _ => Allocator::Inotify,
         }
     }
 
@@ -151,7 +158,10 @@ impl Allocator {
             return AllocOutcome::Reached(AllocResult::Fd(ret as u32));
         }
         if ret == -errno::EMFILE {
-            return AllocOutcome::Reached(AllocResult::Emfile);
+            return match self {
+                Allocator::Inotify => AllocOutcome::Maybe,
+                _ => AllocOutcome::Reached(AllocResult::Emfile),
+            };
         }
         let e = -ret;
         match self {
@@ -164,14 +174,24 @@ impl Allocator {
             Allocator::Open => AllocOutcome::Reached(AllocResult::Unknown),
             Allocator::Dup if e == errno::EBADF => AllocOutcome::NotReached,
             Allocator::DupFd if e == errno::EBADF || e == errno::EINVAL => AllocOutcome::NotReached,
-            Allocator::Anon if e == errno::EINVAL => AllocOutcome::NotReached,
+            Allocator::Anon
+                if e == errno::EINVAL
+                    || e == errno::EPERM
+                    || e == errno::EFAULT
+                    || e == errno::ESRCH =>
+            {
+                AllocOutcome::NotReached
+            }
+            Allocator::Inotify if e == errno::EINVAL => AllocOutcome::NotReached,
             Allocator::Socket if e == errno::ENFILE || e == errno::ENOMEM => AllocOutcome::Maybe,
             Allocator::Socket => AllocOutcome::NotReached,
             Allocator::Accept if e == errno::EBADF || e == errno::EINVAL => {
                 AllocOutcome::NotReached
             }
             Allocator::Accept => AllocOutcome::Reached(AllocResult::Unknown),
-            Allocator::Dup | Allocator::DupFd | Allocator::Anon => AllocOutcome::Maybe,
+            Allocator::Dup | Allocator::DupFd | Allocator::Anon | Allocator::Inotify => {
+                AllocOutcome::Maybe
+            }
         }
     }
 }
@@ -562,9 +582,19 @@ mod tests {
             Allocator::Anon,
             Allocator::Socket,
             Allocator::Accept,
+            Allocator::Inotify,
         ] {
             assert_eq!(Allocator::from_u32(a as u32), a);
         }
+        // Refused before the allocation: timerfd's alarm clock, pidfd_open's pid.
+        assert_eq!(Allocator::Anon.outcome(e(errno::EPERM), false), NotReached);
+        assert_eq!(Allocator::Anon.outcome(e(errno::ESRCH), false), NotReached);
+        // inotify's per-user limit is EMFILE too: unknown whether it allocated.
+        assert_eq!(Allocator::Inotify.outcome(e(errno::EMFILE), false), Maybe);
+        assert_eq!(
+            Allocator::Inotify.outcome(e(errno::EINVAL), false),
+            NotReached
+        );
     }
 
     #[test]

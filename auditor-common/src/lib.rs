@@ -29,6 +29,8 @@ pub const COMM_LEN: usize = 16;
 
 /// Linux errno values the predicates compare return values against (x86_64, asm-generic).
 pub mod errno {
+    pub const EPERM: i64 = 1;
+    pub const ESRCH: i64 = 3;
     pub const EINTR: i64 = 4;
     pub const EBADF: i64 = 9;
     pub const ENOENT: i64 = 2;

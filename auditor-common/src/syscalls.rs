@@ -93,6 +93,16 @@ syscalls! {
     Pipe = "pipe" { enter: true, exit: true, allocates: true, args: &["fildes"] },
     Pipe2 = "pipe2" { enter: true, exit: true, allocates: true, args: &["fildes", "flags"] },
     Socketpair = "socketpair" { enter: true, exit: true, allocates: true, args: &["family", "type", "protocol", "usockvec"] },
+    EpollCreate = "epoll_create" { enter: true, exit: true, allocates: true, args: &["size"] },
+    Eventfd = "eventfd" { enter: true, exit: true, allocates: true, args: &["count"] },
+    TimerfdCreate = "timerfd_create" { enter: true, exit: true, allocates: true, args: &["clockid", "flags"] },
+    // Allocate only when `ufd` is -1 (else they change an existing signalfd).
+    Signalfd = "signalfd" { enter: true, exit: true, allocates: true, args: &["ufd", "user_mask", "sizemask"] },
+    Signalfd4 = "signalfd4" { enter: true, exit: true, allocates: true, args: &["ufd", "user_mask", "sizemask", "flags"] },
+    MemfdCreate = "memfd_create" { enter: true, exit: true, allocates: true, args: &["uname", "flags"] },
+    PidfdOpen = "pidfd_open" { enter: true, exit: true, allocates: true, args: &["pid", "flags"] },
+    InotifyInit = "inotify_init" { enter: true, exit: true, allocates: true, args: &[] },
+    InotifyInit1 = "inotify_init1" { enter: true, exit: true, allocates: true, args: &["flags"] },
     Dup2 = "dup2" { enter: true, logged: true, args: &["oldfd", "newfd"] },
     Dup3 = "dup3" { enter: true, logged: true, args: &["oldfd", "newfd", "flags"] },
     // Counted at no site: followed for `--stacks` (code mapped from a file).
@@ -130,6 +140,30 @@ pub struct SysEnter<const N: usize> {
 pub struct SysExit {
     pub header: SyscallHeader,
     pub ret: i64,
+}
+
+/// A value per followed syscall, indexed by [`Syscall`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PerSyscall<T>(pub [T; SYSCALL_COUNT]);
+
+impl<T: Copy + Default> Default for PerSyscall<T> {
+    fn default() -> PerSyscall<T> {
+        PerSyscall([T::default(); SYSCALL_COUNT])
+    }
+}
+
+impl<T> core::ops::Index<Syscall> for PerSyscall<T> {
+    type Output = T;
+
+    fn index(&self, syscall: Syscall) -> &T {
+        &self.0[syscall as usize]
+    }
+}
+
+impl<T> core::ops::IndexMut<Syscall> for PerSyscall<T> {
+    fn index_mut(&mut self, syscall: Syscall) -> &mut T {
+        &mut self.0[syscall as usize]
+    }
 }
 
 /// A property of a table row that a derived set selects by.
@@ -303,7 +337,7 @@ mod tests {
 
     #[test]
     fn derived_sets() {
-        assert_eq!(ALLOCATING.len(), 14);
+        assert_eq!(ALLOCATING.len(), 23);
         assert!(ALLOCATING.contains(&Syscall::Socketpair));
         assert!(!ALLOCATING.contains(&Syscall::Dup2));
         assert!(LOGGED.contains(&Syscall::Dup3));

@@ -1,6 +1,8 @@
 //! fd allocation: the branches of `alloc_fd` and `find_next_fd` for the syscalls that
-//! allocate one fd (open, openat, openat2, creat, dup, fcntl F_DUPFD, eventfd2,
-//! epoll_create1, socket, accept, accept4) and two (pipe, pipe2, socketpair). Entry reads the fd table as the allocation will find it (next_fd,
+//! allocate one fd (open, openat, openat2, creat, dup, fcntl F_DUPFD, eventfd, eventfd2,
+//! epoll_create, epoll_create1, timerfd_create, signalfd, signalfd4, memfd_create,
+//! pidfd_open, inotify_init, inotify_init1, socket, accept, accept4) and two (pipe, pipe2,
+//! socketpair). Entry reads the fd table as the allocation will find it (next_fd,
 //! max_fds, the open-fd word it starts in, RLIMIT_NOFILE); exit learns from the return
 //! value whether the allocation ran and which fd it found, and runs the model
 //! (`auditor_common::fd::allocation`, `fd::pair`).
@@ -164,12 +166,6 @@ pub fn openat2_enter(ctx: TracePointContext) -> u32 {
     0
 }
 
-#[tracepoint(category = "syscalls", name = "sys_enter_dup")]
-pub fn dup_enter(_ctx: TracePointContext) -> u32 {
-    enter(Syscall::Dup, Allocator::Dup, 0, 0);
-    0
-}
-
 #[tracepoint(category = "syscalls", name = "sys_enter_fcntl")]
 pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
     let cmd = arg!(&ctx, Fcntl, "cmd") as u32 as u64;
@@ -178,30 +174,6 @@ pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
         let start = arg!(&ctx, Fcntl, "arg") as u32;
         enter(Syscall::Fcntl, Allocator::DupFd, start, 0);
     }
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_eventfd2")]
-pub fn eventfd2_enter(_ctx: TracePointContext) -> u32 {
-    enter(Syscall::Eventfd2, Allocator::Anon, 0, 0);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_epoll_create1")]
-pub fn epoll_create1_enter(_ctx: TracePointContext) -> u32 {
-    enter(Syscall::EpollCreate1, Allocator::Anon, 0, 0);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_accept")]
-pub fn accept_enter(_ctx: TracePointContext) -> u32 {
-    enter(Syscall::Accept, Allocator::Accept, 0, 0);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_accept4")]
-pub fn accept4_enter(_ctx: TracePointContext) -> u32 {
-    enter(Syscall::Accept4, Allocator::Accept, 0, 0);
     0
 }
 
@@ -235,9 +207,50 @@ pub fn socketpair_enter(ctx: TracePointContext) -> u32 {
     0
 }
 
-#[tracepoint(category = "syscalls", name = "sys_enter_socket")]
-pub fn socket_enter(_ctx: TracePointContext) -> u32 {
-    enter(Syscall::Socket, Allocator::Socket, 0, 0);
+/// The allocating syscalls whose allocation depends on none of their arguments.
+macro_rules! enters {
+    ($($function:ident => $event:literal: $syscall:ident, $allocator:ident),* $(,)?) => {
+        $(
+            #[tracepoint(category = "syscalls", name = $event)]
+            pub fn $function(_ctx: TracePointContext) -> u32 {
+                enter(Syscall::$syscall, Allocator::$allocator, 0, 0);
+                0
+            }
+        )*
+    };
+}
+
+enters! {
+    dup_enter => "sys_enter_dup": Dup, Dup,
+    eventfd2_enter => "sys_enter_eventfd2": Eventfd2, Anon,
+    epoll_create1_enter => "sys_enter_epoll_create1": EpollCreate1, Anon,
+    socket_enter => "sys_enter_socket": Socket, Socket,
+    accept_enter => "sys_enter_accept": Accept, Accept,
+    accept4_enter => "sys_enter_accept4": Accept4, Accept,
+    epoll_create_enter => "sys_enter_epoll_create": EpollCreate, Anon,
+    eventfd_enter => "sys_enter_eventfd": Eventfd, Anon,
+    timerfd_create_enter => "sys_enter_timerfd_create": TimerfdCreate, Anon,
+    memfd_create_enter => "sys_enter_memfd_create": MemfdCreate, Anon,
+    pidfd_open_enter => "sys_enter_pidfd_open": PidfdOpen, Anon,
+    inotify_init_enter => "sys_enter_inotify_init": InotifyInit, Inotify,
+    inotify_init1_enter => "sys_enter_inotify_init1": InotifyInit1, Inotify,
+}
+
+/// signalfd and signalfd4 allocate only for `ufd == -1`: another ufd names a signalfd to
+/// change.
+#[tracepoint(category = "syscalls", name = "sys_enter_signalfd")]
+pub fn signalfd_enter(ctx: TracePointContext) -> u32 {
+    if arg!(&ctx, Signalfd, "ufd") as i32 == -1 {
+        enter(Syscall::Signalfd, Allocator::Anon, 0, 0);
+    }
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_signalfd4")]
+pub fn signalfd4_enter(ctx: TracePointContext) -> u32 {
+    if arg!(&ctx, Signalfd4, "ufd") as i32 == -1 {
+        enter(Syscall::Signalfd4, Allocator::Anon, 0, 0);
+    }
     0
 }
 
@@ -268,4 +281,13 @@ exits! {
     pipe_exit => "sys_exit_pipe",
     pipe2_exit => "sys_exit_pipe2",
     socketpair_exit => "sys_exit_socketpair",
+    epoll_create_exit => "sys_exit_epoll_create",
+    eventfd_exit => "sys_exit_eventfd",
+    timerfd_create_exit => "sys_exit_timerfd_create",
+    signalfd_exit => "sys_exit_signalfd",
+    signalfd4_exit => "sys_exit_signalfd4",
+    memfd_create_exit => "sys_exit_memfd_create",
+    pidfd_open_exit => "sys_exit_pidfd_open",
+    inotify_init_exit => "sys_exit_inotify_init",
+    inotify_init1_exit => "sys_exit_inotify_init1",
 }

@@ -153,6 +153,18 @@ fn close_ok_and_closes_that_never_reach_it() {
     assert_workload_exact("close:5:3");
 }
 
+/// Every allocation is followed: 21 through memfd_create, inotify_init1, timerfd_create,
+/// signalfd4, epoll_create and pidfd_open add exactly 21 to fd.below_max (and their
+/// evaluations of the other fd sites), with eventfd, signalfd and inotify_init too.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn every_kind_of_fd_allocation_is_followed() {
+    assert_attached_exact(
+        "wait memfd_create:4 inotify_init1:4 timerfd_create:3 signalfd4:4 epoll_create:3 \
+         pidfd_open:3 eventfd:2 signalfd:1 inotify_init:1",
+    );
+}
+
 /// dup2.same_fd and dup3.same_fd, both ways each: dup2 of an fd onto itself (returned at
 /// once) and onto another (on to ksys_dup3, not taken there), dup3 onto itself (EINVAL),
 /// onto another, and with a flag refused before the fds are compared; in a child too.

@@ -5,7 +5,7 @@
 //! ([`Table`], written from fs/file.c apart from `auditor_common::fd`). The probe and the
 //! strace source are checked against numbers their shared model did not make.
 
-use auditor_common::{Counts, SITE_COUNT, SYSCALL_COUNT, Site, Syscall};
+use auditor_common::{Counts, SITE_COUNT, Site, Syscall, syscalls::PerSyscall};
 
 use super::{Layout, Step, in_family, steps, steps::Family};
 
@@ -122,7 +122,7 @@ pub struct Expected {
     /// Per site, in `Site` order.
     pub sites: [Counts; SITE_COUNT],
     /// Calls per followed syscall, in `Syscall` order.
-    pub calls: [u64; SYSCALL_COUNT],
+    pub calls: PerSyscall<u64>,
 }
 
 impl Expected {
@@ -131,7 +131,7 @@ impl Expected {
     }
 
     pub fn calls(&self, syscall: Syscall) -> u64 {
-        self.calls[syscall as usize]
+        self.calls[syscall]
     }
 
     pub(super) fn add(&mut self, site: Site, taken: u64, not_taken: u64, unreadable: u64) {

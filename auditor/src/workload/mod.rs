@@ -31,6 +31,9 @@
 //! - `accept-eagain:CALLS`: a listening socket on 127.0.0.1, then accepts with nothing to
 //!   accept (EAGAIN, after the fd was allocated).
 //! - `pipe:CALLS`, `socketpair:CALLS`: pipe2 and socketpair calls, two fds each, kept open.
+//! - `eventfd:CALLS`, `epoll_create:CALLS`, `timerfd_create:CALLS`, `signalfd:CALLS`,
+//!   `signalfd4:CALLS`, `memfd_create:CALLS`, `pidfd_open:CALLS`, `inotify_init:CALLS`,
+//!   `inotify_init1:CALLS`: calls that each allocate an fd of their kind, kept open.
 //! - `fork`: the steps after it run in a child process, which the parent waits for.
 //! - `thread`: the steps after it run in a new thread, which the main thread joins.
 //! - `leader-exit`: the steps after it run in a new thread, and the main thread exits by
@@ -284,7 +287,7 @@ mod tests {
         let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-sparse:2:300 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
                     epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
-                    close:3:1 open:2 open-enoent:1 open-emfile:2 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 close-fd:70 dup2:3:1 dup3:4:1:2 fork thread wait \
+                    close:3:1 open:2 open-enoent:1 open-emfile:2 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 close-fd:70 dup2:3:1 dup3:4:1:2 memfd_create:2 signalfd4:1 inotify_init:1 fork thread wait \
                     sleep:5";
         let steps = parse(text).unwrap();
         let written: Vec<String> = steps.iter().map(Step::to_string).collect();

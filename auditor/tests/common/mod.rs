@@ -92,9 +92,9 @@ pub fn assert_exact(tally: &Tally, steps: &str, first: u32, start: Start) {
         let first = &mut expected[0];
         // The loader's closes (each library and ld.so.cache) and set-up's own close.
         first.sites[Site::CloseOk as usize].add(&Counts::new(libraries + 2, 0, 0));
-        first.calls[Syscall::Close as usize] += libraries + 2;
+        first.calls[Syscall::Close] += libraries + 2;
         first.sites[Site::FgetTableShared as usize].add(&Counts::new(0, libraries, 0));
-        first.calls[Syscall::Read as usize] += libraries;
+        first.calls[Syscall::Read] += libraries;
     } else {
         assert!(
             steps.starts_with("wait") || steps.starts_with("leader-exit wait"),
@@ -102,7 +102,7 @@ pub fn assert_exact(tally: &Tally, steps: &str, first: u32, start: Start) {
         );
         let first = &mut expected[0];
         first.sites[Site::FgetTableShared as usize].not_taken -= 1;
-        first.calls[Syscall::Read as usize] -= 1;
+        first.calls[Syscall::Read] -= 1;
     }
     let mut rows = per_pid(tally);
     let skipped: &[Site] = if start == Start::Exec {

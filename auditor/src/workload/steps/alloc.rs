@@ -32,7 +32,24 @@ pub enum Alloc {
     Pipe { calls: u32 },
     /// `socketpair:CALLS`: socketpair calls (two fds each), kept open.
     SocketPair { calls: u32 },
+    /// `SYSCALL:CALLS` for one of [`ANON`]: calls that each allocate an fd of their own
+    /// kind (an eventfd, an epoll fd, a timerfd, a signalfd for ufd -1, a memfd, a pidfd
+    /// of the workload, an inotify fd), kept open.
+    Anon { syscall: Syscall, calls: u32 },
 }
+
+/// The syscalls of `SYSCALL:CALLS` steps.
+pub const ANON: [Syscall; 9] = [
+    Syscall::Eventfd,
+    Syscall::EpollCreate,
+    Syscall::TimerfdCreate,
+    Syscall::Signalfd,
+    Syscall::Signalfd4,
+    Syscall::MemfdCreate,
+    Syscall::PidfdOpen,
+    Syscall::InotifyInit,
+    Syscall::InotifyInit1,
+];
 
 impl Family for Alloc {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Alloc>, StepError> {
@@ -42,6 +59,11 @@ impl Family for Alloc {
                 calls: f.number(0, "CALLS", None)?,
                 start: f.number(1, "START", None)?,
             }));
+        }
+        if let Some(&syscall) = ANON.iter().find(|s| s.name() == kind) {
+            f.at_most(1)?;
+            let calls = f.number(0, "CALLS", None)?;
+            return Ok(Some(Alloc::Anon { syscall, calls }));
         }
         let step: fn(u32) -> Alloc = match kind {
             "open" => |calls| Alloc::Open { calls },
@@ -89,6 +111,7 @@ impl Family for Alloc {
                 unsafe { libc::syscall(libc::SYS_fcntl, 3, libc::F_DUPFD, start) }
             }),
             Alloc::AcceptNone { calls } => accept_none(calls),
+            Alloc::Anon { syscall, calls } => repeat(calls, None, || anon_fd(syscall)),
             Alloc::Pipe { calls } => repeat(calls, None, || {
                 let mut fds = [0i32; 2];
                 // SAFETY: room for the two fds; they stay open.
@@ -118,18 +141,18 @@ impl Family for Alloc {
                 } else {
                     Syscall::Dup
                 };
-                e.calls[syscall as usize] += u64::from(calls);
+                e.calls[syscall] += u64::from(calls);
                 for _ in 0..calls {
                     table.allocate_lowest(e);
                 }
             }
             Alloc::OpenMissing { calls } => {
-                e.calls[Syscall::Openat as usize] += u64::from(calls);
+                e.calls[Syscall::Openat] += u64::from(calls);
                 // The fd is allocated, then released when the path is not found.
                 allocated_and_released(e, table, calls);
             }
             Alloc::OpenOverLimit { calls } => {
-                e.calls[Syscall::Openat as usize] += u64::from(calls);
+                e.calls[Syscall::Openat] += u64::from(calls);
                 // The limit is the first free fd: the search finds it and it is past `end`.
                 for _ in 0..calls {
                     let end = u64::from(table.lowest_free());
@@ -142,25 +165,54 @@ impl Family for Alloc {
                 } else {
                     Syscall::Socketpair
                 };
-                e.calls[syscall as usize] += u64::from(calls);
+                e.calls[syscall] += u64::from(calls);
                 // Two allocations a call, both kept.
                 for _ in 0..2 * calls {
                     table.allocate_lowest(e);
                 }
             }
             Alloc::AcceptNone { calls } => {
-                e.calls[Syscall::Socket as usize] += 1;
-                e.calls[Syscall::Accept4 as usize] += u64::from(calls);
+                e.calls[Syscall::Socket] += 1;
+                e.calls[Syscall::Accept4] += u64::from(calls);
                 table.allocate_lowest(e);
                 // Each accept allocates the fd, finds no connection and releases it.
                 allocated_and_released(e, table, calls);
             }
+            Alloc::Anon { syscall, calls } => {
+                e.calls[syscall] += u64::from(calls);
+                for _ in 0..calls {
+                    table.allocate_lowest(e);
+                }
+            }
             Alloc::DupFd { calls, start } => {
-                e.calls[Syscall::Fcntl as usize] += u64::from(calls);
+                e.calls[Syscall::Fcntl] += u64::from(calls);
                 for _ in 0..calls {
                     table.allocate(e, start, u64::MAX).expect("room for an fd");
                 }
             }
+        }
+    }
+}
+
+/// One call of `syscall` (one of [`ANON`]) that allocates an fd, kept open.
+fn anon_fd(syscall: Syscall) -> libc::c_long {
+    let mask: u64 = 0;
+    // SAFETY: each call reads only the arguments given here (a NUL-terminated name, an
+    // empty signal mask of 8 bytes) and returns a new fd the workload keeps.
+    unsafe {
+        match syscall {
+            Syscall::Eventfd => libc::syscall(libc::SYS_eventfd, 0),
+            Syscall::EpollCreate => libc::syscall(libc::SYS_epoll_create, 1),
+            Syscall::TimerfdCreate => {
+                libc::syscall(libc::SYS_timerfd_create, libc::CLOCK_MONOTONIC, 0)
+            }
+            Syscall::Signalfd => libc::syscall(libc::SYS_signalfd, -1, &raw const mask, 8),
+            Syscall::Signalfd4 => libc::syscall(libc::SYS_signalfd4, -1, &raw const mask, 8, 0),
+            Syscall::MemfdCreate => libc::syscall(libc::SYS_memfd_create, c"workload".as_ptr(), 0),
+            Syscall::PidfdOpen => libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0),
+            Syscall::InotifyInit => libc::syscall(libc::SYS_inotify_init),
+            Syscall::InotifyInit1 => libc::syscall(libc::SYS_inotify_init1, 0),
+            other => unreachable!("{} is not one of ANON", other.name()),
         }
     }
 }
@@ -234,6 +286,7 @@ impl fmt::Display for Alloc {
             Alloc::AcceptNone { calls } => write!(f, "accept-eagain:{calls}"),
             Alloc::Pipe { calls } => write!(f, "pipe:{calls}"),
             Alloc::SocketPair { calls } => write!(f, "socketpair:{calls}"),
+            Alloc::Anon { syscall, calls } => write!(f, "{}:{calls}", syscall.name()),
         }
     }
 }

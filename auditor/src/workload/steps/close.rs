@@ -63,15 +63,15 @@ impl Family for Close {
     fn expect(&self, e: &mut Expected, _: &Layout, table: &mut Table) {
         match *self {
             Close::Calls { ok, bad } => {
-                e.calls[Syscall::Close as usize] += u64::from(ok) + u64::from(bad);
-                e.calls[Syscall::Openat as usize] += u64::from(ok);
+                e.calls[Syscall::Close] += u64::from(ok) + u64::from(bad);
+                e.calls[Syscall::Openat] += u64::from(ok);
                 // A close of fd -1 fails with EBADF before the branch.
                 e.all(Site::CloseOk, u64::from(ok), true);
                 // Each ok close is of a file opened for it.
                 super::alloc::allocated_and_released(e, table, ok);
             }
             Close::Fd { fd } => {
-                e.calls[Syscall::Close as usize] += 1;
+                e.calls[Syscall::Close] += 1;
                 e.all(Site::CloseOk, 1, true);
                 table.close(fd);
             }

@@ -80,7 +80,7 @@ impl Family for Dup {
                 same,
                 bad_flags,
             } => {
-                e.calls[Syscall::Dup3 as usize] += u64::from(calls);
+                e.calls[Syscall::Dup3] += u64::from(calls);
                 // The flags are checked before the fds (and refuse the call).
                 let reached = u64::from(calls - bad_flags);
                 e.add(
@@ -98,7 +98,7 @@ impl Family for Dup {
 /// going on to ksys_dup3, which finds two fds.
 pub fn dup2s(e: &mut Expected, calls: u32, same: u32) {
     let (calls, same) = (u64::from(calls), u64::from(same));
-    e.calls[Syscall::Dup2 as usize] += calls;
+    e.calls[Syscall::Dup2] += calls;
     e.add(Site::Dup2SameFd, same, calls - same, 0);
     e.add(Site::Dup3SameFd, 0, calls - same, 0);
 }

@@ -86,7 +86,7 @@ impl Family for Epoll {
         match *self {
             Epoll::Wait(waits) => {
                 let calls = u64::from(waits.calls);
-                e.calls[waits.syscall as usize] += calls;
+                e.calls[waits.syscall] += calls;
                 e.all(Site::EpollBadArgs, calls, waits.maxevents <= 0);
                 if waits.maxevents > 0 {
                     e.all(Site::EpollZeroTimeout, calls, waits.timeout_ms == 0);
@@ -94,7 +94,7 @@ impl Family for Epoll {
             }
             Epoll::BadFd { calls } => {
                 let calls = u64::from(calls);
-                e.calls[Syscall::EpollWait as usize] += calls;
+                e.calls[Syscall::EpollWait] += calls;
                 e.all(Site::EpollBadArgs, calls, true);
             }
         }

@@ -109,7 +109,7 @@ impl Family for Poll {
         match *self {
             Poll::Calls(step) => {
                 let calls = u64::from(step.calls);
-                e.calls[step.syscall as usize] += calls;
+                e.calls[step.syscall] += calls;
                 e.all(Site::PollNfdsOverRlimit, calls, false);
                 if step.nfds > 0 {
                     e.all(Site::PollEntriesOnHeap, calls, step.nfds > 30);
@@ -137,7 +137,7 @@ impl Family for Poll {
             }
             Poll::Fault { calls, nfds } => {
                 let calls = u64::from(calls);
-                e.calls[Syscall::Poll as usize] += calls;
+                e.calls[Syscall::Poll] += calls;
                 // EFAULT: the limit check passed; whether the scan ran is unknown.
                 e.all(Site::PollNfdsOverRlimit, calls, false);
                 if nfds > 0 {
@@ -151,7 +151,7 @@ impl Family for Poll {
             }
             Poll::OverLimit { calls } => {
                 let calls = u64::from(calls);
-                e.calls[Syscall::Poll as usize] += calls;
+                e.calls[Syscall::Poll] += calls;
                 e.all(Site::PollNfdsOverRlimit, calls, true);
             }
         }

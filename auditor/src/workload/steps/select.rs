@@ -163,7 +163,7 @@ impl Family for Select {
                 fds,
             }) => {
                 let calls = u64::from(calls);
-                e.calls[syscall as usize] += calls;
+                e.calls[syscall] += calls;
                 // n < 0 fails at once; otherwise every fd is open and the call returns.
                 e.all(Site::SelectNNegative, calls, n < 0);
                 if n >= 0 {
@@ -185,7 +185,7 @@ impl Family for Select {
             }
             Select::Sparse { calls, n } => {
                 let calls = u64::from(calls);
-                e.calls[Syscall::Select as usize] += calls;
+                e.calls[Syscall::Select] += calls;
                 e.all(Site::SelectNNegative, calls, false);
                 clamp(e, calls, n, layout);
                 e.all(Site::SelectFdNotOpen, calls, false);
@@ -197,7 +197,7 @@ impl Family for Select {
             }
             Select::Fault { calls, n } => {
                 let calls = u64::from(calls);
-                e.calls[Syscall::Select as usize] += calls;
+                e.calls[Syscall::Select] += calls;
                 // EFAULT from the timeout copy: whether core_sys_select ran is unknown.
                 e.add(Site::SelectNNegative, 0, 0, calls);
                 if n >= 0 {
@@ -213,7 +213,7 @@ impl Family for Select {
             }
             Select::BadFd { calls } => {
                 let calls = u64::from(calls);
-                e.calls[Syscall::Select as usize] += calls;
+                e.calls[Syscall::Select] += calls;
                 e.all(Site::SelectNNegative, calls, false);
                 clamp(e, calls, layout.not_open() + 1, layout);
                 e.all(Site::SelectFdNotOpen, calls, true);

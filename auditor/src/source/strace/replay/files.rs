@@ -160,7 +160,7 @@ impl Replay {
     fn merge(&mut self, other: Replay, offset: u64) {
         self.threads.merge(&other.threads);
         self.created_by.extend(other.created_by);
-        for (calls, other) in self.calls.iter_mut().zip(other.calls) {
+        for (calls, other) in self.calls.0.iter_mut().zip(other.calls.0) {
             *calls += other;
         }
         self.execs += other.execs;

@@ -13,11 +13,12 @@ use std::{
 };
 
 use auditor_common::{
-    Evaluation, SYSCALL_COUNT, Site, Syscall,
+    Evaluation, Site, Syscall,
     catalogue::{self, Counters, Decided, Recorder, Unit},
     close, dup, epoll,
     fd::Unseen,
     poll, select,
+    syscalls::PerSyscall,
 };
 
 use super::{
@@ -49,7 +50,7 @@ pub struct Replay {
     /// process, so a thread's counts go to its thread group.
     created_by: HashMap<u32, u32>,
     /// Calls replayed, per syscall (indexed by discriminant).
-    calls: [u64; SYSCALL_COUNT],
+    calls: PerSyscall<u64>,
     /// Lines that could not be parsed.
     unparsed: Quoted,
     /// Calls of followed syscalls that could not be decoded.
@@ -124,7 +125,7 @@ impl Replay {
             // Not in the log (see `LOGGED`): the fd-table sites need the table.
             _ => return,
         };
-        self.calls[syscall as usize] += 1;
+        self.calls[syscall] += 1;
         if let Err(why) = decoded {
             // Counted where the call would be: unreadable at each site it reaches once.
             for site in catalogue::SITES {
@@ -274,7 +275,7 @@ impl Replay {
             tally.set_exe(process, exe);
         }
         for syscall in Syscall::ALL {
-            tally.add_calls(syscall, self.calls[syscall as usize]);
+            tally.add_calls(syscall, self.calls[syscall]);
         }
         tally
     }
