@@ -238,20 +238,23 @@ enters! {
 
 /// signalfd and signalfd4 allocate only for `ufd == -1`: another ufd names a signalfd to
 /// change.
-#[tracepoint(category = "syscalls", name = "sys_enter_signalfd")]
-pub fn signalfd_enter(ctx: TracePointContext) -> u32 {
-    if arg!(&ctx, Signalfd, "ufd") as i32 == -1 {
-        enter(Syscall::Signalfd, Allocator::Anon, 0, 0);
-    }
-    0
+macro_rules! signalfd_enters {
+    ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
+        $(
+            #[tracepoint(category = "syscalls", name = $event)]
+            pub fn $function(ctx: TracePointContext) -> u32 {
+                if arg!(&ctx, $syscall, "ufd") as i32 == -1 {
+                    enter(Syscall::$syscall, Allocator::Anon, 0, 0);
+                }
+                0
+            }
+        )*
+    };
 }
 
-#[tracepoint(category = "syscalls", name = "sys_enter_signalfd4")]
-pub fn signalfd4_enter(ctx: TracePointContext) -> u32 {
-    if arg!(&ctx, Signalfd4, "ufd") as i32 == -1 {
-        enter(Syscall::Signalfd4, Allocator::Anon, 0, 0);
-    }
-    0
+signalfd_enters! {
+    signalfd_enter => "sys_enter_signalfd": Signalfd,
+    signalfd4_enter => "sys_enter_signalfd4": Signalfd4,
 }
 
 macro_rules! exits {
