@@ -124,9 +124,11 @@ pub enum Allocator {
     /// fcntl F_DUPFD: EBADF, and EINVAL for a start past RLIMIT_NOFILE, first.
     DupFd = 2,
     /// An anonymous-inode fd (eventfd, eventfd2, epoll_create, epoll_create1,
-    /// timerfd_create, signalfd, signalfd4, memfd_create, pidfd_open): the arguments are
-    /// checked first — EINVAL, EPERM (timerfd's alarm clocks), EFAULT (memfd's name,
-    /// signalfd's mask), ESRCH (pidfd_open's pid) —; ENOMEM comes before or after.
+    /// timerfd_create, signalfd, signalfd4, memfd_create, pidfd_open, pidfd_getfd,
+    /// userfaultfd): the arguments and the caller's rights are checked first — EINVAL,
+    /// EPERM (timerfd's alarm clocks, userfaultfd's sysctl, pidfd_getfd's ptrace check),
+    /// EFAULT (memfd's name, signalfd's mask), ESRCH (a pid gone), EBADF (pidfd_getfd's
+    /// fds) —; ENOMEM comes before or after.
     Anon = 3,
     /// socket: the socket is created first (any error); ENFILE and ENOMEM after too.
     Socket = 4,
@@ -134,9 +136,10 @@ pub enum Allocator {
     /// is allocated before waiting for a connection, so every later error (EAGAIN,
     /// ENOTSOCK, EINTR, ...) comes after it.
     Accept = 5,
-    /// inotify_init, inotify_init1: EINVAL (flags) first, then the group, whose
-    /// per-user limit is EMFILE too: an EMFILE does not say whether the allocation ran.
-    Inotify = 6,
+    /// inotify_init, inotify_init1, fanotify_init: the flags (EINVAL) and the caller's
+    /// rights (EPERM) first, then the group, whose per-user limit is EMFILE too: an EMFILE
+    /// does not say whether the allocation ran.
+    Group = 6,
 }
 
 impl Allocator {
@@ -148,7 +151,7 @@ impl Allocator {
             3 => Allocator::Anon,
             4 => Allocator::Socket,
             5 => Allocator::Accept,
-            _ => Allocator::Inotify,
+            _ => Allocator::Group,
         }
     }
 
@@ -159,7 +162,7 @@ impl Allocator {
         }
         if ret == -errno::EMFILE {
             return match self {
-                Allocator::Inotify => AllocOutcome::Maybe,
+                Allocator::Group => AllocOutcome::Maybe,
                 _ => AllocOutcome::Reached(AllocResult::Emfile),
             };
         }
@@ -178,18 +181,19 @@ impl Allocator {
                 if e == errno::EINVAL
                     || e == errno::EPERM
                     || e == errno::EFAULT
-                    || e == errno::ESRCH =>
+                    || e == errno::ESRCH
+                    || e == errno::EBADF =>
             {
                 AllocOutcome::NotReached
             }
-            Allocator::Inotify if e == errno::EINVAL => AllocOutcome::NotReached,
+            Allocator::Group if e == errno::EINVAL || e == errno::EPERM => AllocOutcome::NotReached,
             Allocator::Socket if e == errno::ENFILE || e == errno::ENOMEM => AllocOutcome::Maybe,
             Allocator::Socket => AllocOutcome::NotReached,
             Allocator::Accept if e == errno::EBADF || e == errno::EINVAL => {
                 AllocOutcome::NotReached
             }
             Allocator::Accept => AllocOutcome::Reached(AllocResult::Unknown),
-            Allocator::Dup | Allocator::DupFd | Allocator::Anon | Allocator::Inotify => {
+            Allocator::Dup | Allocator::DupFd | Allocator::Anon | Allocator::Group => {
                 AllocOutcome::Maybe
             }
         }
@@ -582,7 +586,7 @@ mod tests {
             Allocator::Anon,
             Allocator::Socket,
             Allocator::Accept,
-            Allocator::Inotify,
+            Allocator::Group,
         ] {
             assert_eq!(Allocator::from_u32(a as u32), a);
         }
@@ -590,9 +594,9 @@ mod tests {
         assert_eq!(Allocator::Anon.outcome(e(errno::EPERM), false), NotReached);
         assert_eq!(Allocator::Anon.outcome(e(errno::ESRCH), false), NotReached);
         // inotify's per-user limit is EMFILE too: unknown whether it allocated.
-        assert_eq!(Allocator::Inotify.outcome(e(errno::EMFILE), false), Maybe);
+        assert_eq!(Allocator::Group.outcome(e(errno::EMFILE), false), Maybe);
         assert_eq!(
-            Allocator::Inotify.outcome(e(errno::EINVAL), false),
+            Allocator::Group.outcome(e(errno::EINVAL), false),
             NotReached
         );
     }

@@ -103,6 +103,9 @@ syscalls! {
     PidfdOpen = "pidfd_open" { enter: true, exit: true, allocates: true, args: &["pid", "flags"] },
     InotifyInit = "inotify_init" { enter: true, exit: true, allocates: true, args: &[] },
     InotifyInit1 = "inotify_init1" { enter: true, exit: true, allocates: true, args: &["flags"] },
+    FanotifyInit = "fanotify_init" { enter: true, exit: true, allocates: true, args: &["flags", "event_f_flags"] },
+    Userfaultfd = "userfaultfd" { enter: true, exit: true, allocates: true, args: &["flags"] },
+    PidfdGetfd = "pidfd_getfd" { enter: true, exit: true, allocates: true, args: &["pidfd", "fd", "flags"] },
     Dup2 = "dup2" { enter: true, logged: true, args: &["oldfd", "newfd"] },
     Dup3 = "dup3" { enter: true, logged: true, args: &["oldfd", "newfd", "flags"] },
     // Counted at no site: followed for `--stacks` (code mapped from a file).
@@ -337,7 +340,7 @@ mod tests {
 
     #[test]
     fn derived_sets() {
-        assert_eq!(ALLOCATING.len(), 23);
+        assert_eq!(ALLOCATING.len(), 26);
         assert!(ALLOCATING.contains(&Syscall::Socketpair));
         assert!(!ALLOCATING.contains(&Syscall::Dup2));
         assert!(LOGGED.contains(&Syscall::Dup3));

@@ -1,8 +1,8 @@
 //! fd allocation: the branches of `alloc_fd` and `find_next_fd` for the syscalls that
 //! allocate one fd (open, openat, openat2, creat, dup, fcntl F_DUPFD, eventfd, eventfd2,
 //! epoll_create, epoll_create1, timerfd_create, signalfd, signalfd4, memfd_create,
-//! pidfd_open, inotify_init, inotify_init1, socket, accept, accept4) and two (pipe, pipe2,
-//! socketpair). Entry reads the fd table as the allocation will find it (next_fd,
+//! pidfd_open, pidfd_getfd, userfaultfd, inotify_init, inotify_init1, fanotify_init,
+//! socket, accept, accept4) and two (pipe, pipe2, socketpair). Entry reads the fd table as the allocation will find it (next_fd,
 //! max_fds, the open-fd word it starts in, RLIMIT_NOFILE); exit learns from the return
 //! value whether the allocation ran and which fd it found, and runs the model
 //! (`auditor_common::fd::allocation`, `fd::pair`).
@@ -232,8 +232,11 @@ enters! {
     timerfd_create_enter => "sys_enter_timerfd_create": TimerfdCreate, Anon,
     memfd_create_enter => "sys_enter_memfd_create": MemfdCreate, Anon,
     pidfd_open_enter => "sys_enter_pidfd_open": PidfdOpen, Anon,
-    inotify_init_enter => "sys_enter_inotify_init": InotifyInit, Inotify,
-    inotify_init1_enter => "sys_enter_inotify_init1": InotifyInit1, Inotify,
+    inotify_init_enter => "sys_enter_inotify_init": InotifyInit, Group,
+    inotify_init1_enter => "sys_enter_inotify_init1": InotifyInit1, Group,
+    fanotify_init_enter => "sys_enter_fanotify_init": FanotifyInit, Group,
+    userfaultfd_enter => "sys_enter_userfaultfd": Userfaultfd, Anon,
+    pidfd_getfd_enter => "sys_enter_pidfd_getfd": PidfdGetfd, Anon,
 }
 
 /// signalfd and signalfd4 allocate only for `ufd == -1`: another ufd names a signalfd to
@@ -293,4 +296,7 @@ exits! {
     pidfd_open_exit => "sys_exit_pidfd_open",
     inotify_init_exit => "sys_exit_inotify_init",
     inotify_init1_exit => "sys_exit_inotify_init1",
+    fanotify_init_exit => "sys_exit_fanotify_init",
+    userfaultfd_exit => "sys_exit_userfaultfd",
+    pidfd_getfd_exit => "sys_exit_pidfd_getfd",
 }

@@ -155,13 +155,15 @@ fn close_ok_and_closes_that_never_reach_it() {
 
 /// Every allocation is followed: 21 through memfd_create, inotify_init1, timerfd_create,
 /// signalfd4, epoll_create and pidfd_open add exactly 21 to fd.below_max (and their
-/// evaluations of the other fd sites), with eventfd, signalfd and inotify_init too.
+/// evaluations of the other fd sites), with eventfd, signalfd, inotify_init,
+/// fanotify_init, userfaultfd and pidfd_getfd too.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn every_kind_of_fd_allocation_is_followed() {
     assert_attached_exact(
         "wait memfd_create:4 inotify_init1:4 timerfd_create:3 signalfd4:4 epoll_create:3 \
-         pidfd_open:3 eventfd:2 signalfd:1 inotify_init:1",
+         pidfd_open:3 eventfd:2 signalfd:1 inotify_init:1 fanotify_init:2 userfaultfd:2 \
+         pidfd_getfd:3",
     );
 }
 

@@ -33,7 +33,9 @@
 //! - `pipe:CALLS`, `socketpair:CALLS`: pipe2 and socketpair calls, two fds each, kept open.
 //! - `eventfd:CALLS`, `epoll_create:CALLS`, `timerfd_create:CALLS`, `signalfd:CALLS`,
 //!   `signalfd4:CALLS`, `memfd_create:CALLS`, `pidfd_open:CALLS`, `inotify_init:CALLS`,
-//!   `inotify_init1:CALLS`: calls that each allocate an fd of their kind, kept open.
+//!   `inotify_init1:CALLS`, `fanotify_init:CALLS`, `userfaultfd:CALLS`: calls that each
+//!   allocate an fd of their kind, kept open (fanotify_init and userfaultfd need root).
+//! - `pidfd_getfd:CALLS`: a pidfd of the workload, then CALLS copies of fd 3 through it.
 //! - `fork`: the steps after it run in a child process, which the parent waits for.
 //! - `thread`: the steps after it run in a new thread, which the main thread joins.
 //! - `leader-exit`: the steps after it run in a new thread, and the main thread exits by

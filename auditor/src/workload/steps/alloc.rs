@@ -34,12 +34,15 @@ pub enum Alloc {
     SocketPair { calls: u32 },
     /// `SYSCALL:CALLS` for one of [`ANON`]: calls that each allocate an fd of their own
     /// kind (an eventfd, an epoll fd, a timerfd, a signalfd for ufd -1, a memfd, a pidfd
-    /// of the workload, an inotify fd), kept open.
+    /// of the workload, an inotify or fanotify fd, a userfaultfd), kept open.
     Anon { syscall: Syscall, calls: u32 },
+    /// `pidfd_getfd:CALLS`: a pidfd of the workload (one pidfd_open), then copies of its
+    /// fd 3 through it, all kept open.
+    PidfdGetfd { calls: u32 },
 }
 
 /// The syscalls of `SYSCALL:CALLS` steps.
-pub const ANON: [Syscall; 9] = [
+pub const ANON: [Syscall; 11] = [
     Syscall::Eventfd,
     Syscall::EpollCreate,
     Syscall::TimerfdCreate,
@@ -49,6 +52,8 @@ pub const ANON: [Syscall; 9] = [
     Syscall::PidfdOpen,
     Syscall::InotifyInit,
     Syscall::InotifyInit1,
+    Syscall::FanotifyInit,
+    Syscall::Userfaultfd,
 ];
 
 impl Family for Alloc {
@@ -66,6 +71,7 @@ impl Family for Alloc {
             return Ok(Some(Alloc::Anon { syscall, calls }));
         }
         let step: fn(u32) -> Alloc = match kind {
+            "pidfd_getfd" => |calls| Alloc::PidfdGetfd { calls },
             "open" => |calls| Alloc::Open { calls },
             "open-enoent" => |calls| Alloc::OpenMissing { calls },
             "open-emfile" => |calls| Alloc::OpenOverLimit { calls },
@@ -112,6 +118,14 @@ impl Family for Alloc {
             }),
             Alloc::AcceptNone { calls } => accept_none(calls),
             Alloc::Anon { syscall, calls } => repeat(calls, None, || anon_fd(syscall)),
+            Alloc::PidfdGetfd { calls } => {
+                let pidfd = anon_fd(Syscall::PidfdOpen);
+                ensure!(pidfd >= 0, "pidfd_open failed");
+                repeat(calls, None, || {
+                    // SAFETY: a copy of the workload's own fd 3 through its own pidfd.
+                    unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, 3, 0) }
+                })
+            }
             Alloc::Pipe { calls } => repeat(calls, None, || {
                 let mut fds = [0i32; 2];
                 // SAFETY: room for the two fds; they stay open.
@@ -184,6 +198,13 @@ impl Family for Alloc {
                     table.allocate_lowest(e);
                 }
             }
+            Alloc::PidfdGetfd { calls } => {
+                e.calls[Syscall::PidfdOpen] += 1;
+                e.calls[Syscall::PidfdGetfd] += u64::from(calls);
+                for _ in 0..=calls {
+                    table.allocate_lowest(e);
+                }
+            }
             Alloc::DupFd { calls, start } => {
                 e.calls[Syscall::Fcntl] += u64::from(calls);
                 for _ in 0..calls {
@@ -212,6 +233,8 @@ fn anon_fd(syscall: Syscall) -> libc::c_long {
             Syscall::PidfdOpen => libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0),
             Syscall::InotifyInit => libc::syscall(libc::SYS_inotify_init),
             Syscall::InotifyInit1 => libc::syscall(libc::SYS_inotify_init1, 0),
+            Syscall::FanotifyInit => libc::syscall(libc::SYS_fanotify_init, 0, libc::O_RDONLY),
+            Syscall::Userfaultfd => libc::syscall(libc::SYS_userfaultfd, 0),
             other => unreachable!("{} is not one of ANON", other.name()),
         }
     }
@@ -287,6 +310,7 @@ impl fmt::Display for Alloc {
             Alloc::Pipe { calls } => write!(f, "pipe:{calls}"),
             Alloc::SocketPair { calls } => write!(f, "socketpair:{calls}"),
             Alloc::Anon { syscall, calls } => write!(f, "{}:{calls}", syscall.name()),
+            Alloc::PidfdGetfd { calls } => write!(f, "pidfd_getfd:{calls}"),
         }
     }
 }
