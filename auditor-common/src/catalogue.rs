@@ -339,12 +339,13 @@ catalogue! {
         id: "epoll.bad_args",
         function: "do_epoll_wait",
         file: "fs/eventpoll.c",
-        condition: "maxevents <= 0 or > EP_MAX_EVENTS, bad buffer, or epfd not an epoll fd",
+        condition: "maxevents <= 0 or > EP_MAX_EVENTS, bad buffer, or epfd not an epoll fd (a closed epfd fails before)",
         hint: Hint::Unlikely,
         hint_since: "6.15",
         unit: Unit::Call,
         syscalls: EPOLL_WAIT,
-        source: &[written("maxevents <= 0")],
+        // 6.15 on: `ret = ep_check_params(...); if (unlikely(ret))`; before, the tests in line.
+        source: &[written("maxevents <= 0"), written("ret))")],
         decided: Decided::Exit,
     }
     EpollZeroTimeout {

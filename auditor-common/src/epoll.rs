@@ -52,10 +52,12 @@ pub const fn arguments_valid(maxevents: i32, events: u64) -> bool {
     }
 }
 
-/// `do_epoll_wait` refuses the call: maxevents out of range or the buffer outside user
-/// memory (EINVAL, EFAULT, decided from the arguments), epfd not open (EBADF) or not an
-/// epoll fd (EINVAL with valid arguments). epoll_pwait2's timeout and the sigmask are
-/// checked first, with EINVAL and EFAULT of their own.
+/// `do_epoll_wait`'s `if (unlikely(ret))` on `ep_check_params()`: maxevents out of range
+/// or the buffer outside user memory (EINVAL, EFAULT, decided from the arguments), or epfd
+/// not an epoll fd (EINVAL with valid arguments). The epoll fd is looked up first: one
+/// that is not open (EBADF) never gets to the branch, whatever the arguments (so since the
+/// hint came, 6.15; 6.18 answers a bad fd with maxevents 0 with EBADF). epoll_pwait2's
+/// timeout and the sigmask are checked before, with EINVAL and EFAULT of their own.
 pub const fn bad_args_evaluation(
     maxevents: i32,
     events: u64,
@@ -66,9 +68,10 @@ pub const fn bad_args_evaluation(
     let prelude_errno = ret == -errno::EINVAL || ret == -errno::EFAULT;
     match prelude {
         Prelude::Fails => Evaluation::NotReached,
+        _ if ret == -errno::EBADF => Evaluation::NotReached,
         Prelude::Unknown if prelude_errno => Evaluation::Undecided,
         Prelude::Passes | Prelude::Unknown => {
-            Evaluation::from_taken(!valid || ret == -errno::EBADF || ret == -errno::EINVAL)
+            Evaluation::from_taken(!valid || ret == -errno::EINVAL)
         }
     }
 }
@@ -101,8 +104,10 @@ mod tests {
             ret,
         };
         epoll_wait(&mut counters, &call(0, -EINVAL));
-        epoll_wait(&mut counters, &call(8, -EBADF));
+        epoll_wait(&mut counters, &call(8, -EINVAL));
         epoll_wait(&mut counters, &call(8, 0));
+        // A bad epoll fd is refused before the branch, whatever maxevents is.
+        epoll_wait(&mut counters, &call(0, -EBADF));
         assert_eq!(counters.get(Site::EpollBadArgs), Counts::new(2, 1, 0));
         assert_eq!(counters.get(Site::EpollZeroTimeout), Counts::new(1, 0, 0));
     }
@@ -131,7 +136,11 @@ mod tests {
         );
         assert_eq!(
             bad_args_evaluation(8, buffer, Prelude::Passes, -EBADF),
-            Taken
+            NotReached
+        );
+        assert_eq!(
+            bad_args_evaluation(0, buffer, Prelude::Passes, -EBADF),
+            NotReached
         );
         assert_eq!(
             bad_args_evaluation(8, buffer, Prelude::Passes, -EINVAL),
@@ -152,7 +161,7 @@ mod tests {
         );
         assert_eq!(
             bad_args_evaluation(8, buffer, Prelude::Unknown, -EBADF),
-            Taken
+            NotReached
         );
         assert_eq!(
             bad_args_evaluation(8, buffer, Prelude::Unknown, 1),
