@@ -4,6 +4,7 @@ mod bench;
 mod build;
 mod fixtures;
 mod fuzz;
+mod kernel_src;
 mod run;
 mod setup;
 mod test;
@@ -36,6 +37,8 @@ enum Task {
     Bench(bench::Options),
     /// Fuzz the strace parser for a bounded time (cargo-fuzz, nightly).
     Fuzz(fuzz::Options),
+    /// Fetch Debian's kernel source of a release (fs/ and include/) into target/kernel-src.
+    KernelSrc(kernel_src::Options),
 }
 
 /// Runs `command`, failing with the command line when it fails.
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Task::RecordFixtures => fixtures::run(),
         Task::Bench(options) => bench::run(&options),
         Task::Fuzz(options) => fuzz::run(&options),
+        Task::KernelSrc(options) => kernel_src::run(&options),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
