@@ -103,14 +103,11 @@ fn exit(ctx: &TracePointContext) {
     let table = (pending.table_read != 0).then_some(&pending.table);
     if pending.pair != 0 {
         let allocator = PairAllocator::from_u32(pending.pair - 1);
-        let fds = match allocator.fds_written(ret) {
-            Some(false) => None,
-            Some(true) => Some(args::read_user::<[u32; 2]>(pending.fds)),
+        match allocator.fds_written(ret) {
+            Some(false) => {}
+            Some(true) => fd::pair(&mut row, table, args::read_user::<[u32; 2]>(pending.fds)),
             // Both ran, or may have; which fds they found is not in user memory.
-            None => Some(None),
-        };
-        if let Some(fds) = fds {
-            fd::pair(&mut row, table, fds);
+            None => fd::pair(&mut row, table, None),
         }
     } else {
         let allocator = Allocator::from_u32(pending.allocator);

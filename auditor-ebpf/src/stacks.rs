@@ -187,10 +187,7 @@ pub fn mmap_exit(_ctx: TracePointContext) -> u32 {
 }
 
 fn count(index: u32) {
-    if let Some(slot) = STACK_STATS.get_ptr_mut(index) {
-        // SAFETY: this CPU's slot of a per-CPU array, not shared within a program run.
-        unsafe { *slot += 1 };
-    }
+    crate::tally::increment(&STACK_STATS, index);
 }
 
 /// Whether sampling takes a call of `pid` that went the rare way at `sites` (a bit per

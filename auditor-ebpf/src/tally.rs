@@ -33,8 +33,14 @@ static FAILURES: PerCpuArray<u64> = PerCpuArray::with_max_entries(failure::COUNT
 
 /// Counts a read of kind `failure` that failed.
 pub fn failed(failure: u32) {
-    if let Some(slot) = FAILURES.get_ptr_mut(failure) {
-        // SAFETY: this CPU's slot of a per-CPU array; see `Row::record`.
+    increment(&FAILURES, failure);
+}
+
+/// Adds one to this CPU's counter `index` of `counters`.
+pub fn increment(counters: &PerCpuArray<u64>, index: u32) {
+    if let Some(slot) = counters.get_ptr_mut(index) {
+        // SAFETY: this CPU's slot of a per-CPU array, not shared within a program run
+        // (see `Row::record`).
         unsafe { *slot += 1 }
     }
 }
@@ -129,8 +135,5 @@ impl Recorder for Row {
 
 /// Counts one finished call of `syscall`.
 pub fn call(syscall: Syscall) {
-    if let Some(slot) = CALLS.get_ptr_mut(syscall as u32) {
-        // SAFETY: this CPU's slot of a per-CPU array; see `Row::record`.
-        unsafe { *slot += 1 }
-    }
+    increment(&CALLS, syscall as u32);
 }

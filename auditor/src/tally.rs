@@ -113,8 +113,12 @@ impl Tally {
     ) -> Tally {
         let mut grouped = Tally {
             rows: Rows::default(),
+            unattributed: self.unattributed.clone(),
+            calls: self.calls.clone(),
+            callers: self.callers.clone(),
+            stacks: self.stacks.clone(),
+            missed_probe_runs: self.missed_probe_runs,
             exes: BTreeMap::new(),
-            ..self.clone()
         };
         grouped.callers.retain(|(site, _), _| kept(*site));
         grouped.stacks.retain(|(site, _), _| kept(*site));

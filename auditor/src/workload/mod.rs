@@ -199,13 +199,12 @@ impl FromStr for Step {
 
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        in_family!(self, step => step.fmt(f)).unwrap_or_else(|| {
-            f.write_str(match self {
-                Step::Fork => "fork",
-                Step::Thread => "thread",
-                _ => "leader-exit",
-            })
-        })
+        match self {
+            Step::Fork => f.write_str("fork"),
+            Step::Thread => f.write_str("thread"),
+            Step::LeaderExit => f.write_str("leader-exit"),
+            step => in_family!(step, family => family.fmt(f)).unwrap_or(Ok(())),
+        }
     }
 }
 
