@@ -327,8 +327,10 @@ catalogue! {
         function: "do_pollfd",
         file: "fs/select.c",
         condition: "fd >= 0 but not open (-> POLLNVAL in revents)",
-        hint: Hint::None,
-        hint_since: "",
+        // Written `if (fd_empty(f))`: the hint is fd_empty()'s (include/linux/file.h);
+        // 6.12 still tested `!fd_file(f)`, unhinted.
+        hint: Hint::Unlikely,
+        hint_since: "> 6.12",
         unit: Unit::PollfdEntry,
         syscalls: POLL,
         source: &[written("fd_empty(f)"), written("!f.file"), written_negated("if (f.file)")],

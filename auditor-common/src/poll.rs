@@ -110,7 +110,8 @@ pub fn poll<R: Recorder>(
         PollFdNegative,
         counts = &Counts::new(entries.negative, looked_up, entries.unreadable)
     );
-    branch!(
+    // `if (fd_empty(f))`: fd_empty() returns `unlikely(!f.word)`.
+    unlikely!(
         recorder,
         PollFdNotOpen,
         counts = &Counts::new(

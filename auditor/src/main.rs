@@ -39,6 +39,9 @@ enum Command {
     Trace(TraceArgs),
     /// List the catalogue of branch sites: where each is, its hint, what it counts.
     Sites(SitesArgs),
+    /// Every likely()/unlikely() in the files of the readiness and fd paths of a kernel
+    /// tree, with its status: measured (by which site), not yet, or not decidable (why).
+    Hints(HintsArgs),
     /// Count by running strace on a command or processes: no privileges needed.
     ///
     /// Runs `strace -f -Y -qq -v -s 65536 -e trace=<the decoded syscalls>` with LANG=C and
@@ -74,7 +77,7 @@ struct ReportArgs {
 #[derive(clap::Args)]
 struct OutputArgs {
     /// Judge this hint instead of the catalogue's, as a patch would change it, e.g.
-    /// `poll.fd_not_open=unlikely`; repeatable.
+    /// `select.fd_not_open=unlikely`; repeatable.
     #[arg(long, value_name = "SITE=HINT")]
     propose: Vec<auditor::report::Proposal>,
     /// Show only this site (e.g. poll.fd_negative); repeatable. For a commit message.
@@ -183,6 +186,16 @@ struct SitesArgs {
     /// from the catalogue or the site cannot be found.
     #[arg(long, value_name = "DIR")]
     kernel_src: Option<std::path::PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
+}
+
+#[derive(clap::Args)]
+struct HintsArgs {
+    /// The kernel source tree (fs/ and include/ are read).
+    #[arg(long, value_name = "DIR")]
+    kernel_src: std::path::PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: FormatArg,
@@ -386,15 +399,29 @@ fn print_report(
         .with_context(|| format!("writing the report to {name}"))
 }
 
-fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    if let Some(tree) = &args.kernel_src
-        && !tree.join("fs").is_dir()
-    {
+/// Refuses a `--kernel-src` that is not a kernel tree.
+fn kernel_tree(tree: &std::path::Path) -> anyhow::Result<()> {
+    if !tree.join("fs").is_dir() {
         anyhow::bail!(
             "{} is not a kernel source tree (it has no fs/ directory)",
             tree.display()
         );
+    }
+    Ok(())
+}
+
+fn run_hints(args: HintsArgs) -> anyhow::Result<()> {
+    kernel_tree(&args.kernel_src)?;
+    let mut stdout = std::io::stdout().lock();
+    auditor::report::write_hints(args.format.into(), &args.kernel_src, &mut stdout)
+        .and_then(|()| stdout.flush())
+        .context("writing the hints")
+}
+
+fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    if let Some(tree) = &args.kernel_src {
+        kernel_tree(tree)?;
     }
     auditor::report::write_sites(args.format.into(), args.kernel_src.as_deref(), &mut stdout)
         .and_then(|()| stdout.flush())
@@ -480,6 +507,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Trace(args) => run_trace(args),
         Command::Sites(args) => run_sites(args).map(|()| ExitCode::SUCCESS),
+        Command::Hints(args) => run_hints(args).map(|()| ExitCode::SUCCESS),
         Command::Ingest(args) => run_ingest(args),
         Command::Strace(args) => run_strace(args),
         Command::Report(args) => run_report(args),

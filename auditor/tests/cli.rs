@@ -205,6 +205,71 @@ fn sites_compares_a_kernel_tree() {
 }
 
 #[test]
+fn hints_lists_every_hint_of_a_tree_with_its_status() {
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tree.path().join("fs")).unwrap();
+    std::fs::write(
+        tree.path().join("fs/select.c"),
+        "int core_sys_select(int n)\n{\n\tif (unlikely(n < 0))\n\t\tgoto out_nofds;\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tree.path().join("fs/file.c"),
+        "bool expand_files(struct files_struct *files, unsigned int nr)\n\
+         \t__releases(files->file_lock)\n{\n\tif (unlikely(files->resize_in_progress))\n\t\treturn 0;\n}\n",
+    )
+    .unwrap();
+    let run = |format: &str| {
+        let output = Command::new(AUDITOR)
+            .args(["hints", "--format", format, "--kernel-src"])
+            .arg(tree.path())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    let rows = json["hints"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{json}");
+    assert_eq!(
+        (
+            &rows[0]["file"],
+            &rows[0]["line"],
+            &rows[0]["status"],
+            &rows[0]["site"]
+        ),
+        (
+            &"fs/select.c".into(),
+            &3.into(),
+            &"measured".into(),
+            &"select.n_negative".into()
+        )
+    );
+    assert_eq!(
+        (&rows[1]["file"], &rows[1]["function"], &rows[1]["status"]),
+        (
+            &"fs/file.c".into(),
+            &"expand_files".into(),
+            &"not_decidable".into()
+        )
+    );
+    assert!(rows[1]["why"].as_str().unwrap().contains("race"), "{json}");
+    let table = run("table");
+    assert!(table.contains("2 hints in"), "{table}");
+    assert!(
+        table.contains("Measured: 1 of the 1 decidable (100.0%)."),
+        "{table}"
+    );
+
+    let output = Command::new(AUDITOR)
+        .args(["hints", "--kernel-src", "/nonexistent"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a kernel source tree"));
+}
+
+#[test]
 fn more_names_than_the_probe_holds_are_refused_with_the_limit() {
     let mut command = Command::new(AUDITOR);
     command.arg("trace");

@@ -31,7 +31,7 @@ pub use json::{json_schema, write_json};
 pub use notes::{counted, percent};
 use notes::{run_note, site_notes, tally_notes};
 pub use options::{Options, OptionsError, Width};
-pub use table::{write_markdown, write_sites_table, write_table};
+pub use table::{write_hints_table, write_markdown, write_sites_table, write_table};
 
 /// The catalogue: every site's declaration, with where the probe decides it and, given a
 /// kernel tree, the hint that tree carries.
@@ -54,6 +54,24 @@ pub fn write_sites(
         }
         Format::Table | Format::Markdown | Format::Text => {
             write_sites_table(&rows, format == Format::Markdown, out)
+        }
+    }
+}
+
+/// Every hint of a tree's followed files and its status (`auditor hints`).
+pub fn write_hints(
+    format: Format,
+    tree: &std::path::Path,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let hints = kernel_src::hints(tree);
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, &hints)?;
+            writeln!(out)
+        }
+        Format::Table | Format::Markdown | Format::Text => {
+            write_hints_table(&hints, format == Format::Markdown, out)
         }
     }
 }
@@ -163,10 +181,10 @@ pub struct Proposal {
 impl std::str::FromStr for Proposal {
     type Err = String;
 
-    /// `poll.fd_not_open=unlikely`.
+    /// `select.fd_not_open=unlikely`.
     fn from_str(text: &str) -> Result<Proposal, String> {
         let (id, hint) = text.split_once('=').ok_or_else(|| {
-            format!("`{text}`: expected SITE=HINT, e.g. poll.fd_not_open=unlikely")
+            format!("`{text}`: expected SITE=HINT, e.g. select.fd_not_open=unlikely")
         })?;
         let site = catalogue::SITES
             .iter()

@@ -5,7 +5,7 @@ use std::io::Write;
 use tabled::{
     builder::Builder,
     settings::{
-        Alignment, Format, Style,
+        Alignment, Format, Style, Width,
         object::{Columns, Segment},
     },
 };
@@ -37,6 +37,17 @@ fn escaped(text: &str, flavour: Flavour) -> String {
 }
 
 fn styled(builder: Builder, flavour: Flavour, numeric: &[usize]) -> String {
+    styled_wrapped(builder, flavour, numeric, &[])
+}
+
+/// [`styled`], with the text of each `(column, width)` of `wrap` wrapped at word breaks
+/// to `width` (after escaping, so that the line breaks stay line breaks).
+fn styled_wrapped(
+    builder: Builder,
+    flavour: Flavour,
+    numeric: &[usize],
+    wrap: &[(usize, usize)],
+) -> String {
     let mut table = builder.build();
     table.modify(
         Segment::all(),
@@ -48,6 +59,9 @@ fn styled(builder: Builder, flavour: Flavour, numeric: &[usize]) -> String {
     };
     for &column in numeric {
         table.modify(Columns::one(column), Alignment::right());
+    }
+    for &(column, width) in wrap {
+        table.modify(Columns::one(column), Width::wrap(width).keep_words(true));
     }
     // The last column's padding would end every line in spaces.
     let text = table.to_string();
@@ -95,8 +109,18 @@ pub fn write_sites_table(
             decided,
         ];
         match &row.tree {
-            Some(TreeHint::Found { hint, line }) => {
-                record.push(format!("{} ({}:{line})", hint.name(), info.file));
+            Some(TreeHint::Found {
+                hint,
+                file,
+                line,
+                function,
+            }) => {
+                let moved = if function == info.function {
+                    String::new()
+                } else {
+                    format!(", in {function}")
+                };
+                record.push(format!("{} ({file}:{line}{moved})", hint.name()));
                 record.push(
                     if *hint == info.hint {
                         "same"
@@ -318,6 +342,79 @@ fn write(
         writeln!(out)?;
         for note in &report.notes {
             writeln!(out, "- {}", escape_text(note))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every hint of a tree's followed files as a table, one row per hint call, with the
+/// totals and what the catalogue names that the tree lacks below it.
+pub fn write_hints_table(
+    hints: &crate::kernel_src::Hints,
+    markdown: bool,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let flavour = if markdown {
+        Flavour::Markdown
+    } else {
+        Flavour::Text
+    };
+    let mut table = Builder::default();
+    table.push_record([
+        "file:line",
+        "function",
+        "hint",
+        "condition",
+        "status",
+        "site or why",
+    ]);
+    for row in &hints.hints {
+        table.push_record([
+            format!("{}:{}", row.file, row.line),
+            row.function.clone(),
+            row.hint.name().to_string(),
+            row.condition.clone(),
+            row.status.name().to_string(),
+            match (row.sites.is_empty(), row.why) {
+                (false, _) => row.sites.join(", "),
+                (true, Some(why)) => why.to_string(),
+                (true, None) => "no site or classification names it".to_string(),
+            },
+        ]);
+    }
+    // Conditions and reasons wrap in a terminal; a Markdown cell is one line.
+    let wrap: &[(usize, usize)] = if markdown { &[] } else { &[(3, 40), (5, 64)] };
+    writeln!(out, "{}", styled_wrapped(table, flavour, &[], wrap))?;
+    let summary = &hints.summary;
+    writeln!(
+        out,
+        "\n{} hints in {}: {} measured, {} not yet, {} not decidable, {} unclassified.",
+        summary.hints,
+        hints.files.join(", "),
+        summary.measured,
+        summary.not_yet,
+        summary.not_decidable,
+        summary.unclassified
+    )?;
+    if let Some(share) = summary.measured_of_decidable {
+        writeln!(
+            out,
+            "Measured: {} of the {} decidable ({share:.1}%).",
+            summary.measured,
+            summary.measured + summary.not_yet
+        )?;
+    }
+    if !hints.missing.is_empty() {
+        writeln!(
+            out,
+            "\nIn the catalogue or its classification, not in this tree:"
+        )?;
+        for missing in &hints.missing {
+            writeln!(
+                out,
+                "- {} ({}): {}",
+                missing.what, missing.file, missing.why
+            )?;
         }
     }
     Ok(())

@@ -88,18 +88,18 @@ fn a_proposed_hint_is_judged_instead() {
         pid: 1,
         comm: "p".into(),
     };
-    tally.add(process, Site::PollFdNotOpen, &Counts::new(0, 1000, 0));
+    tally.add(process, Site::SelectFdNotOpen, &Counts::new(0, 1000, 0));
     let report = Report::of(&observed(&tally, |_| true));
     assert_eq!(
-        report.site(Site::PollFdNotOpen).verdict.kind,
+        report.site(Site::SelectFdNotOpen).verdict.kind,
         VerdictKind::Candidate
     );
     let proposal = Proposal {
-        site: Site::PollFdNotOpen,
+        site: Site::SelectFdNotOpen,
         hint: Hint::Unlikely,
     };
     let report = report.with_proposals(&[proposal]);
-    let site = report.site(Site::PollFdNotOpen);
+    let site = report.site(Site::SelectFdNotOpen);
     assert_eq!(
         (site.proposed_hint, site.verdict.kind),
         (Some(Hint::Unlikely), VerdictKind::Holds)
@@ -107,7 +107,7 @@ fn a_proposed_hint_is_judged_instead() {
     // A site the source does not measure stays unmeasured.
     let report = Report::of(&observed(&tally, |_| false)).with_proposals(&[proposal]);
     assert_eq!(
-        report.site(Site::PollFdNotOpen).verdict.kind,
+        report.site(Site::SelectFdNotOpen).verdict.kind,
         VerdictKind::NotMeasured
     );
 }
