@@ -471,6 +471,105 @@ catalogue! {
         source: &[written("newfd == oldfd")],
         decided: Decided::Enter,
     }
+    // include/linux/file.h: FD_PREPARE() / FD_ADD() around an fd allocation (6.19 on), in
+    // the order a call evaluates them: __FD_PREPARE_INIT, then class_fd_prepare_lock_err
+    // (it returns at the first taken), __FD_ADD's test, and the destructor at scope end.
+    FdPrepareFdOk {
+        id: "fd_prepare.fd_ok",
+        function: "__FD_PREPARE_INIT",
+        file: "include/linux/file.h",
+        condition: "the fd was allocated (the file is made next)",
+        hint: Hint::Likely,
+        hint_since: "6.19",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::PREPARING,
+        source: &[written("fdf.__fd >= 0")],
+        decided: Decided::Exit,
+    }
+    FdPrepareErrSet {
+        id: "fd_prepare.err_set",
+        function: "class_fd_prepare_lock_err",
+        file: "include/linux/file.h",
+        condition: "the error field is set (it is zero when first read)",
+        hint: Hint::Unlikely,
+        hint_since: "6.19",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::PREPARING,
+        source: &[written("fdf->err")],
+        decided: Decided::Exit,
+    }
+    FdPrepareFdFailed {
+        id: "fd_prepare.fd_failed",
+        function: "class_fd_prepare_lock_err",
+        file: "include/linux/file.h",
+        condition: "the fd allocation failed (-EMFILE, -ENOMEM)",
+        hint: Hint::Unlikely,
+        hint_since: "6.19",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::PREPARING,
+        source: &[written("fdf->__fd < 0")],
+        decided: Decided::Exit,
+    }
+    FdPrepareFileFailed {
+        id: "fd_prepare.file_failed",
+        function: "class_fd_prepare_lock_err",
+        file: "include/linux/file.h",
+        condition: "the file was not made after the fd was (the syscall's error: a failed open, an accept with no connection)",
+        hint: Hint::Unlikely,
+        hint_since: "6.19",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::PREPARING,
+        source: &[written("IS_ERR(fdf->__file)")],
+        decided: Decided::Exit,
+    }
+    FdPrepareFileNull {
+        id: "fd_prepare.file_null",
+        function: "class_fd_prepare_lock_err",
+        file: "include/linux/file.h",
+        condition: "the file expression gave NULL (-ENOMEM; no followed syscall's does)",
+        hint: Hint::Unlikely,
+        hint_since: "6.19",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::PREPARING,
+        source: &[written("!fdf->__file")],
+        decided: Decided::Exit,
+    }
+    FdAddOk {
+        id: "fd_add.ok",
+        function: "__FD_ADD",
+        file: "include/linux/file.h",
+        condition: "fd and file were made: the fd is published",
+        hint: Hint::Likely,
+        hint_since: "6.19",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::ADDING,
+        source: &[written("!ret")],
+        decided: Decided::Exit,
+    }
+    FdPrepareUnpublishedFd {
+        id: "fd_prepare.unpublished_fd",
+        function: "class_fd_prepare_destructor",
+        file: "include/linux/file.h",
+        condition: "at scope end, an fd allocated but not published is put back (the file failed)",
+        hint: Hint::Unlikely,
+        hint_since: "6.19",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::PREPARING,
+        source: &[written("fdf->__fd >= 0")],
+        decided: Decided::Exit,
+    }
+    FdPrepareUnpublishedFile {
+        id: "fd_prepare.unpublished_file",
+        function: "class_fd_prepare_destructor",
+        file: "include/linux/file.h",
+        condition: "at scope end, a file made but not published is put (no followed syscall leaves one)",
+        hint: Hint::Unlikely,
+        hint_since: "6.19",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::PREPARING,
+        source: &[written("!IS_ERR_OR_NULL(fdf->__file)")],
+        decided: Decided::Exit,
+    }
 }
 
 impl Site {

@@ -6,6 +6,7 @@ use crate::{
     Evaluation, Reached,
     catalogue::{Recorder, branch, likely, unlikely},
     errno,
+    syscalls::FdPrepare,
 };
 
 /// Fds per word of the open-fd bitmap.
@@ -236,6 +237,70 @@ impl PairAllocator {
             PairAllocator::SocketPair => Some(e != errno::EINVAL),
         }
     }
+}
+
+/// How an allocation through `FD_PREPARE()` ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Prepared {
+    /// Fd and file made, the fd published.
+    Published,
+    /// The fd allocation failed.
+    FdFailed,
+    /// The fd was allocated, the file was not.
+    FileFailed,
+}
+
+/// The branches of `FD_PREPARE()` (and `FD_ADD()`) around one allocation of a syscall that
+/// allocates through them (`prepares`), from how the allocation ended (`outcome`) and the
+/// syscall's return value. The model orders the allocation among the syscall's own checks
+/// as 6.x does (an open's name is read before); -ENOMEM after the allocation ran may be
+/// the table's growth or the file's, so it decides nothing.
+pub fn fd_prepare<R: Recorder>(
+    recorder: &mut R,
+    prepares: FdPrepare,
+    outcome: AllocOutcome,
+    ret: i64,
+) {
+    if prepares == FdPrepare::Direct {
+        return;
+    }
+    let ended = match outcome {
+        AllocOutcome::NotReached => return,
+        AllocOutcome::Maybe => None,
+        AllocOutcome::Reached(AllocResult::Fd(_)) => Some(Prepared::Published),
+        AllocOutcome::Reached(AllocResult::Emfile) => Some(Prepared::FdFailed),
+        AllocOutcome::Reached(AllocResult::Unknown) if ret == -errno::ENOMEM => None,
+        AllocOutcome::Reached(AllocResult::Unknown) => Some(Prepared::FileFailed),
+    };
+    let when = |taken: fn(Prepared) -> bool| match ended {
+        Some(ended) => Evaluation::from_taken(taken(ended)),
+        None => Evaluation::Undecided,
+    };
+    likely!(recorder, FdPrepareFdOk, when(|e| e != Prepared::FdFailed));
+    // class_fd_prepare_lock_err, run once by the initialiser: it returns at the first
+    // test taken. The error field is still zero then.
+    unlikely!(recorder, FdPrepareErrSet, when(|_| false));
+    let fd_failed = unlikely!(recorder, FdPrepareFdFailed, when(|e| e == Prepared::FdFailed));
+    if fd_failed != Evaluation::Taken {
+        let file_failed = unlikely!(
+            recorder,
+            FdPrepareFileFailed,
+            when(|e| e == Prepared::FileFailed)
+        );
+        if file_failed != Evaluation::Taken {
+            unlikely!(recorder, FdPrepareFileNull, when(|_| false));
+        }
+    }
+    if prepares == FdPrepare::Add {
+        likely!(recorder, FdAddOk, when(|e| e == Prepared::Published));
+    }
+    // The destructor: fd_publish() took both, a failed file left the fd to put back.
+    unlikely!(
+        recorder,
+        FdPrepareUnpublishedFd,
+        when(|e| e == Prepared::FileFailed)
+    );
+    unlikely!(recorder, FdPrepareUnpublishedFile, when(|_| false));
 }
 
 /// A word of open fds consistent with an allocation from `from` finding `found`: the lowest
@@ -599,6 +664,60 @@ mod tests {
             Allocator::Group.outcome(e(errno::EINVAL), false),
             NotReached
         );
+    }
+
+    #[test]
+    fn fd_prepare_follows_the_allocation_and_the_file() {
+        use AllocOutcome::*;
+        let sites = [
+            Site::FdPrepareFdOk,
+            Site::FdPrepareErrSet,
+            Site::FdPrepareFdFailed,
+            Site::FdPrepareFileFailed,
+            Site::FdPrepareFileNull,
+            Site::FdAddOk,
+            Site::FdPrepareUnpublishedFd,
+            Site::FdPrepareUnpublishedFile,
+        ];
+        let run = |prepares, outcome, ret| {
+            let mut counters = Counters::default();
+            fd_prepare(&mut counters, prepares, outcome, ret);
+            sites.map(|site| counters.get(site))
+        };
+        let (t, n, u, z) = (
+            Counts::new(1, 0, 0),
+            Counts::new(0, 1, 0),
+            Counts::new(0, 0, 1),
+            Counts::ZERO,
+        );
+        // Published: the fd, then the file; FD_ADD's test taken; nothing left to put.
+        assert_eq!(
+            run(FdPrepare::Add, Reached(AllocResult::Fd(3)), 3),
+            [t, n, n, n, n, t, n, n]
+        );
+        // FD_PREPARE users publish themselves: no FD_ADD test.
+        assert_eq!(
+            run(FdPrepare::Prepare, Reached(AllocResult::Fd(3)), 3),
+            [t, n, n, n, n, z, n, n]
+        );
+        // The fd failed: lock_err returns before the file's tests.
+        assert_eq!(
+            run(FdPrepare::Add, Reached(AllocResult::Emfile), -errno::EMFILE),
+            [n, n, t, z, z, n, n, n]
+        );
+        // The file failed after the fd: the destructor puts the fd back.
+        assert_eq!(
+            run(FdPrepare::Add, Reached(AllocResult::Unknown), -errno::ENOENT),
+            [t, n, n, t, z, n, t, n]
+        );
+        // -ENOMEM after the allocation ran, or a call that may not have allocated.
+        assert_eq!(
+            run(FdPrepare::Add, Reached(AllocResult::Unknown), -errno::ENOMEM),
+            [u, u, u, u, u, u, u, u]
+        );
+        assert_eq!(run(FdPrepare::Prepare, Maybe, -errno::ENOMEM)[5], z);
+        assert_eq!(run(FdPrepare::Add, NotReached, -errno::EINVAL), [z; 8]);
+        assert_eq!(run(FdPrepare::Direct, Reached(AllocResult::Fd(3)), 3), [z; 8]);
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! allocates fds through `alloc_fd`. The loader's attach list, the probe's typed records,
 //! strace's `-e trace=` list and the allocating set are derived from it.
 
+use crate::fd::{Allocator, PairAllocator};
+
 /// How a syscall is followed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyscallInfo {
@@ -16,8 +18,11 @@ pub struct SyscallInfo {
     pub exit: bool,
     /// The strace source decodes its lines (it is in `-e trace=`).
     pub logged: bool,
-    /// It allocates fds through `alloc_fd` (counted at the `fd.*` sites).
-    pub allocates: bool,
+    /// Whether it allocates fds through `alloc_fd` (counted at the `fd.*` sites), and what
+    /// fails before.
+    pub allocates: Allocates,
+    /// How the newest kernel (7.2) wraps that allocation (the `fd_prepare.*` sites).
+    pub prepares: FdPrepare,
     /// Its arguments, as its `sys_enter_NAME` format file names them, in order: the
     /// record's fields after `__syscall_nr` ([`SysEnter`]).
     pub args: &'static [&'static str],
@@ -31,13 +36,64 @@ impl SyscallInfo {
         enter: false,
         exit: false,
         logged: false,
-        allocates: false,
+        allocates: Allocates::No,
+        prepares: FdPrepare::Direct,
         args: &[],
     };
 }
 
+/// The fd allocations of a syscall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocates {
+    No,
+    /// One fd, with what fails before it.
+    One(Allocator),
+    /// Two fds, written to user memory.
+    Two(PairAllocator),
+}
+
+impl Allocates {
+    /// The allocator of a syscall that allocates one fd; asked for in a constant, any other
+    /// fails the build.
+    pub const fn one(self) -> Allocator {
+        match self {
+            Allocates::One(allocator) => allocator,
+            _ => panic!("the syscall does not allocate one fd"),
+        }
+    }
+
+    /// As [`Allocates::one`], for two fds.
+    pub const fn two(self) -> PairAllocator {
+        match self {
+            Allocates::Two(allocator) => allocator,
+            _ => panic!("the syscall does not allocate two fds"),
+        }
+    }
+}
+
+/// How a syscall allocates its fd in Linux 7.2 (include/linux/file.h, 6.19 on): through
+/// `FD_ADD()`, through `FD_PREPARE()` then `fd_publish()`, or with `get_unused_fd_flags()`
+/// and `fd_install()` as before.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FdPrepare {
+    Direct = 0,
+    Prepare = 1,
+    Add = 2,
+}
+
+impl FdPrepare {
+    pub const fn from_u32(value: u32) -> FdPrepare {
+        match value {
+            1 => FdPrepare::Prepare,
+            2 => FdPrepare::Add,
+            _ => FdPrepare::Direct,
+        }
+    }
+}
+
 /// Declares the table: `Variant = "name" { field: value, ... }`, fields of [`SyscallInfo`]
-/// left out are false.
+/// left out are false (`prepares`: [`FdPrepare::Direct`]).
 macro_rules! syscalls {
     ($($variant:ident = $name:literal { $($field:ident: $value:expr),* $(,)? }),* $(,)?) => {
         /// A followed syscall; the discriminant indexes the probe's per-syscall counters.
@@ -51,6 +107,7 @@ macro_rules! syscalls {
         pub const SYSCALL_COUNT: usize = [$($name),*].len();
 
         /// The table, in [`Syscall`] order.
+        #[allow(clippy::needless_update, reason = "a row may set every field, or few")]
         pub const SYSCALLS: [SyscallInfo; SYSCALL_COUNT] = [$(SyscallInfo {
             syscall: Syscall::$variant,
             name: $name,
@@ -65,6 +122,10 @@ macro_rules! syscalls {
     };
 }
 
+use Allocates::{One, Two};
+use Allocator as A;
+use PairAllocator as P;
+
 syscalls! {
     Select = "select" { enter: true, exit: true, logged: true, args: &["n", "inp", "outp", "exp", "tvp"] },
     Pselect6 = "pselect6" { enter: true, exit: true, logged: true, args: &["n", "inp", "outp", "exp", "tsp", "sig"] },
@@ -78,34 +139,34 @@ syscalls! {
     Write = "write" { enter: true, args: &["fd", "buf", "count"] },
     Recvmsg = "recvmsg" { enter: true, args: &["fd", "msg", "flags"] },
     Sendmsg = "sendmsg" { enter: true, args: &["fd", "msg", "flags"] },
-    Open = "open" { enter: true, exit: true, allocates: true, args: &["filename", "flags", "mode"] },
-    Openat = "openat" { enter: true, exit: true, allocates: true, args: &["dfd", "filename", "flags", "mode"] },
-    Openat2 = "openat2" { enter: true, exit: true, allocates: true, args: &["dfd", "filename", "how", "usize"] },
-    Creat = "creat" { enter: true, exit: true, allocates: true, args: &["pathname", "mode"] },
-    Dup = "dup" { enter: true, exit: true, allocates: true, args: &["fildes"] },
+    Open = "open" { enter: true, exit: true, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["filename", "flags", "mode"] },
+    Openat = "openat" { enter: true, exit: true, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["dfd", "filename", "flags", "mode"] },
+    Openat2 = "openat2" { enter: true, exit: true, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["dfd", "filename", "how", "usize"] },
+    Creat = "creat" { enter: true, exit: true, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["pathname", "mode"] },
+    Dup = "dup" { enter: true, exit: true, allocates: One(A::Dup), args: &["fildes"] },
     // Only F_DUPFD and F_DUPFD_CLOEXEC allocate.
-    Fcntl = "fcntl" { enter: true, exit: true, allocates: true, args: &["fd", "cmd", "arg"] },
-    Eventfd2 = "eventfd2" { enter: true, exit: true, allocates: true, args: &["count", "flags"] },
-    EpollCreate1 = "epoll_create1" { enter: true, exit: true, allocates: true, args: &["flags"] },
-    Socket = "socket" { enter: true, exit: true, allocates: true, args: &["family", "type", "protocol"] },
-    Accept = "accept" { enter: true, exit: true, allocates: true, args: &["fd", "upeer_sockaddr", "upeer_addrlen"] },
-    Accept4 = "accept4" { enter: true, exit: true, allocates: true, args: &["fd", "upeer_sockaddr", "upeer_addrlen", "flags"] },
-    Pipe = "pipe" { enter: true, exit: true, allocates: true, args: &["fildes"] },
-    Pipe2 = "pipe2" { enter: true, exit: true, allocates: true, args: &["fildes", "flags"] },
-    Socketpair = "socketpair" { enter: true, exit: true, allocates: true, args: &["family", "type", "protocol", "usockvec"] },
-    EpollCreate = "epoll_create" { enter: true, exit: true, allocates: true, args: &["size"] },
-    Eventfd = "eventfd" { enter: true, exit: true, allocates: true, args: &["count"] },
-    TimerfdCreate = "timerfd_create" { enter: true, exit: true, allocates: true, args: &["clockid", "flags"] },
+    Fcntl = "fcntl" { enter: true, exit: true, allocates: One(A::DupFd), args: &["fd", "cmd", "arg"] },
+    Eventfd2 = "eventfd2" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["count", "flags"] },
+    EpollCreate1 = "epoll_create1" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
+    Socket = "socket" { enter: true, exit: true, allocates: One(A::Socket), args: &["family", "type", "protocol"] },
+    Accept = "accept" { enter: true, exit: true, allocates: One(A::Accept), logged: true, prepares: FdPrepare::Add, args: &["fd", "upeer_sockaddr", "upeer_addrlen"] },
+    Accept4 = "accept4" { enter: true, exit: true, allocates: One(A::Accept), logged: true, prepares: FdPrepare::Add, args: &["fd", "upeer_sockaddr", "upeer_addrlen", "flags"] },
+    Pipe = "pipe" { enter: true, exit: true, allocates: Two(P::Pipe), args: &["fildes"] },
+    Pipe2 = "pipe2" { enter: true, exit: true, allocates: Two(P::Pipe), args: &["fildes", "flags"] },
+    Socketpair = "socketpair" { enter: true, exit: true, allocates: Two(P::SocketPair), args: &["family", "type", "protocol", "usockvec"] },
+    EpollCreate = "epoll_create" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["size"] },
+    Eventfd = "eventfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["count"] },
+    TimerfdCreate = "timerfd_create" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["clockid", "flags"] },
     // Allocate only when `ufd` is -1 (else they change an existing signalfd).
-    Signalfd = "signalfd" { enter: true, exit: true, allocates: true, args: &["ufd", "user_mask", "sizemask"] },
-    Signalfd4 = "signalfd4" { enter: true, exit: true, allocates: true, args: &["ufd", "user_mask", "sizemask", "flags"] },
-    MemfdCreate = "memfd_create" { enter: true, exit: true, allocates: true, args: &["uname", "flags"] },
-    PidfdOpen = "pidfd_open" { enter: true, exit: true, allocates: true, args: &["pid", "flags"] },
-    InotifyInit = "inotify_init" { enter: true, exit: true, allocates: true, args: &[] },
-    InotifyInit1 = "inotify_init1" { enter: true, exit: true, allocates: true, args: &["flags"] },
-    FanotifyInit = "fanotify_init" { enter: true, exit: true, allocates: true, args: &["flags", "event_f_flags"] },
-    Userfaultfd = "userfaultfd" { enter: true, exit: true, allocates: true, args: &["flags"] },
-    PidfdGetfd = "pidfd_getfd" { enter: true, exit: true, allocates: true, args: &["pidfd", "fd", "flags"] },
+    Signalfd = "signalfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["ufd", "user_mask", "sizemask"] },
+    Signalfd4 = "signalfd4" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["ufd", "user_mask", "sizemask", "flags"] },
+    MemfdCreate = "memfd_create" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["uname", "flags"] },
+    PidfdOpen = "pidfd_open" { enter: true, exit: true, allocates: One(A::Anon), args: &["pid", "flags"] },
+    InotifyInit = "inotify_init" { enter: true, exit: true, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &[] },
+    InotifyInit1 = "inotify_init1" { enter: true, exit: true, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags"] },
+    FanotifyInit = "fanotify_init" { enter: true, exit: true, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags", "event_f_flags"] },
+    Userfaultfd = "userfaultfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
+    PidfdGetfd = "pidfd_getfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["pidfd", "fd", "flags"] },
     Dup2 = "dup2" { enter: true, logged: true, args: &["oldfd", "newfd"] },
     Dup3 = "dup3" { enter: true, logged: true, args: &["oldfd", "newfd", "flags"] },
     // Counted at no site: followed for `--stacks` (code mapped from a file).
@@ -174,13 +235,18 @@ impl<T> core::ops::IndexMut<Syscall> for PerSyscall<T> {
 enum Property {
     Allocates,
     Logged,
+    /// Allocates through `FD_PREPARE()` (`FD_ADD()` included).
+    Prepares,
+    Adds,
 }
 
 impl Property {
     const fn of(self, info: &SyscallInfo) -> bool {
         match self {
-            Property::Allocates => info.allocates,
+            Property::Allocates => !matches!(info.allocates, Allocates::No),
             Property::Logged => info.logged,
+            Property::Prepares => !matches!(info.prepares, FdPrepare::Direct),
+            Property::Adds => matches!(info.prepares, FdPrepare::Add),
         }
     }
 
@@ -213,6 +279,12 @@ impl Property {
 
 /// The syscalls whose `alloc_fd` calls the probe follows.
 pub const ALLOCATING: [Syscall; Property::Allocates.count()] = Property::Allocates.select();
+
+/// The syscalls whose allocation goes through `FD_PREPARE()` in 7.2.
+pub const PREPARING: [Syscall; Property::Prepares.count()] = Property::Prepares.select();
+
+/// The syscalls whose allocation goes through `FD_ADD()` in 7.2.
+pub const ADDING: [Syscall; Property::Adds.count()] = Property::Adds.select();
 
 /// The syscalls the strace source decodes.
 pub const LOGGED: [Syscall; Property::Logged.count()] = Property::Logged.select();
@@ -344,6 +416,9 @@ mod tests {
         assert!(ALLOCATING.contains(&Syscall::Socketpair));
         assert!(!ALLOCATING.contains(&Syscall::Dup2));
         assert!(LOGGED.contains(&Syscall::Dup3));
+        assert_eq!((PREPARING.len(), ADDING.len()), (19, 13));
+        // Every FD_PREPARE user allocates one fd, and a log shows its result.
+        assert!(PREPARING.iter().all(|s| matches!(s.info().allocates, One(_)) && s.info().logged));
         assert!(!LOGGED.contains(&Syscall::Read));
         // Every followed syscall has a program, or nothing would follow it.
         assert!(SYSCALLS.iter().all(|info| info.enter || info.exit));

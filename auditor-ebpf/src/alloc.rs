@@ -11,6 +11,7 @@ use auditor_common::{
     ProcessKey, Syscall,
     fd::{self, AllocStart, Allocator, PairAllocator},
     maps,
+    syscalls::FdPrepare,
 };
 use aya_ebpf::{
     bindings::BPF_F_NO_PREALLOC,
@@ -31,6 +32,8 @@ struct PendingAlloc {
     table: AllocStart,
     /// An `Allocator` as u32.
     allocator: u32,
+    /// An `FdPrepare` as u32.
+    prepares: u32,
     /// 1 when open's name is "" (ENOENT before the allocation).
     empty_name: u32,
     /// 1 when the table could be read.
@@ -55,19 +58,35 @@ pub fn forget_thread(tid: u32) {
 const F_DUPFD: u64 = 0;
 const F_DUPFD_CLOEXEC: u64 = 1030;
 
-/// Notes an allocation that starts at `start`; `name` is open's path (0 for others).
-fn enter(syscall: Syscall, allocator: Allocator, start: u32, name: u64) {
-    enter_with(syscall, allocator as u32, start, name, 0, 0);
+/// Notes an allocation by `syscall` (of the table's `One` allocations) that starts at
+/// `start`; `name` is open's path (0 for others).
+macro_rules! enter {
+    ($syscall:ident, $start:expr, $name:expr) => {{
+        const ALLOCATOR: Allocator = Syscall::$syscall.info().allocates.one();
+        const PREPARES: FdPrepare = Syscall::$syscall.info().prepares;
+        enter_with(Syscall::$syscall, ALLOCATOR as u32, PREPARES, $start, $name, 0, 0)
+    }};
 }
 
 /// Notes the two allocations of pipe, pipe2 or socketpair, which write the fds to `fds`.
-fn enter_pair(syscall: Syscall, allocator: PairAllocator, fds: u64) {
-    enter_with(syscall, 0, 0, 0, allocator as u32 + 1, fds);
+macro_rules! enter_pair {
+    ($syscall:ident, $fds:expr) => {{
+        const ALLOCATOR: PairAllocator = Syscall::$syscall.info().allocates.two();
+        enter_with(Syscall::$syscall, 0, FdPrepare::Direct, 0, 0, ALLOCATOR as u32 + 1, $fds)
+    }};
 }
 
 // Inlined: BPF functions take at most five arguments.
 #[inline(always)]
-fn enter_with(syscall: Syscall, allocator: u32, start: u32, name: u64, pair: u32, fds: u64) {
+fn enter_with(
+    syscall: Syscall,
+    allocator: u32,
+    prepares: FdPrepare,
+    start: u32,
+    name: u64,
+    pair: u32,
+    fds: u64,
+) {
     let Some(process) = target::current() else {
         return;
     };
@@ -78,6 +97,7 @@ fn enter_with(syscall: Syscall, allocator: u32, start: u32, name: u64, pair: u32
         live: 1,
         table: table.unwrap_or_default(),
         allocator,
+        prepares: prepares as u32,
         empty_name: u32::from(empty_name),
         table_read: u32::from(table.is_some()),
         syscall: syscall as u32,
@@ -89,6 +109,7 @@ fn enter_with(syscall: Syscall, allocator: u32, start: u32, name: u64, pair: u32
     {
         // No room to follow the call to its exit: it may allocate, on a table not kept.
         fd::allocation(&mut row, None, fd::AllocOutcome::Maybe);
+        fd::fd_prepare(&mut row, prepares, fd::AllocOutcome::Maybe, 0);
     }
 }
 
@@ -113,6 +134,7 @@ fn exit(ctx: &TracePointContext) {
         let allocator = Allocator::from_u32(pending.allocator);
         let outcome = allocator.outcome(ret, pending.empty_name != 0);
         fd::allocation(&mut row, table, outcome);
+        fd::fd_prepare(&mut row, FdPrepare::from_u32(pending.prepares), outcome, ret);
     }
     if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
         tally::call(*syscall);
@@ -121,45 +143,25 @@ fn exit(ctx: &TracePointContext) {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_open")]
 pub fn open_enter(ctx: TracePointContext) -> u32 {
-    enter(
-        Syscall::Open,
-        Allocator::Open,
-        0,
-        arg!(&ctx, Open, "filename"),
-    );
+    enter!(Open, 0, arg!(&ctx, Open, "filename"));
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_creat")]
 pub fn creat_enter(ctx: TracePointContext) -> u32 {
-    enter(
-        Syscall::Creat,
-        Allocator::Open,
-        0,
-        arg!(&ctx, Creat, "pathname"),
-    );
+    enter!(Creat, 0, arg!(&ctx, Creat, "pathname"));
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_openat")]
 pub fn openat_enter(ctx: TracePointContext) -> u32 {
-    enter(
-        Syscall::Openat,
-        Allocator::Open,
-        0,
-        arg!(&ctx, Openat, "filename"),
-    );
+    enter!(Openat, 0, arg!(&ctx, Openat, "filename"));
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_openat2")]
 pub fn openat2_enter(ctx: TracePointContext) -> u32 {
-    enter(
-        Syscall::Openat2,
-        Allocator::Open,
-        0,
-        arg!(&ctx, Openat2, "filename"),
-    );
+    enter!(Openat2, 0, arg!(&ctx, Openat2, "filename"));
     0
 }
 
@@ -169,48 +171,36 @@ pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
     if cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC {
         // The start is an int; a negative one fails with EINVAL before allocating.
         let start = arg!(&ctx, Fcntl, "arg") as u32;
-        enter(Syscall::Fcntl, Allocator::DupFd, start, 0);
+        enter!(Fcntl, start, 0);
     }
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pipe")]
 pub fn pipe_enter(ctx: TracePointContext) -> u32 {
-    enter_pair(
-        Syscall::Pipe,
-        PairAllocator::Pipe,
-        arg!(&ctx, Pipe, "fildes"),
-    );
+    enter_pair!(Pipe, arg!(&ctx, Pipe, "fildes"));
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pipe2")]
 pub fn pipe2_enter(ctx: TracePointContext) -> u32 {
-    enter_pair(
-        Syscall::Pipe2,
-        PairAllocator::Pipe,
-        arg!(&ctx, Pipe2, "fildes"),
-    );
+    enter_pair!(Pipe2, arg!(&ctx, Pipe2, "fildes"));
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_socketpair")]
 pub fn socketpair_enter(ctx: TracePointContext) -> u32 {
-    enter_pair(
-        Syscall::Socketpair,
-        PairAllocator::SocketPair,
-        arg!(&ctx, Socketpair, "usockvec"),
-    );
+    enter_pair!(Socketpair, arg!(&ctx, Socketpair, "usockvec"));
     0
 }
 
 /// The allocating syscalls whose allocation depends on none of their arguments.
 macro_rules! enters {
-    ($($function:ident => $event:literal: $syscall:ident, $allocator:ident),* $(,)?) => {
+    ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
         $(
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(_ctx: TracePointContext) -> u32 {
-                enter(Syscall::$syscall, Allocator::$allocator, 0, 0);
+                enter!($syscall, 0, 0);
                 0
             }
         )*
@@ -218,22 +208,22 @@ macro_rules! enters {
 }
 
 enters! {
-    dup_enter => "sys_enter_dup": Dup, Dup,
-    eventfd2_enter => "sys_enter_eventfd2": Eventfd2, Anon,
-    epoll_create1_enter => "sys_enter_epoll_create1": EpollCreate1, Anon,
-    socket_enter => "sys_enter_socket": Socket, Socket,
-    accept_enter => "sys_enter_accept": Accept, Accept,
-    accept4_enter => "sys_enter_accept4": Accept4, Accept,
-    epoll_create_enter => "sys_enter_epoll_create": EpollCreate, Anon,
-    eventfd_enter => "sys_enter_eventfd": Eventfd, Anon,
-    timerfd_create_enter => "sys_enter_timerfd_create": TimerfdCreate, Anon,
-    memfd_create_enter => "sys_enter_memfd_create": MemfdCreate, Anon,
-    pidfd_open_enter => "sys_enter_pidfd_open": PidfdOpen, Anon,
-    inotify_init_enter => "sys_enter_inotify_init": InotifyInit, Group,
-    inotify_init1_enter => "sys_enter_inotify_init1": InotifyInit1, Group,
-    fanotify_init_enter => "sys_enter_fanotify_init": FanotifyInit, Group,
-    userfaultfd_enter => "sys_enter_userfaultfd": Userfaultfd, Anon,
-    pidfd_getfd_enter => "sys_enter_pidfd_getfd": PidfdGetfd, Anon,
+    dup_enter => "sys_enter_dup": Dup,
+    eventfd2_enter => "sys_enter_eventfd2": Eventfd2,
+    epoll_create1_enter => "sys_enter_epoll_create1": EpollCreate1,
+    socket_enter => "sys_enter_socket": Socket,
+    accept_enter => "sys_enter_accept": Accept,
+    accept4_enter => "sys_enter_accept4": Accept4,
+    epoll_create_enter => "sys_enter_epoll_create": EpollCreate,
+    eventfd_enter => "sys_enter_eventfd": Eventfd,
+    timerfd_create_enter => "sys_enter_timerfd_create": TimerfdCreate,
+    memfd_create_enter => "sys_enter_memfd_create": MemfdCreate,
+    pidfd_open_enter => "sys_enter_pidfd_open": PidfdOpen,
+    inotify_init_enter => "sys_enter_inotify_init": InotifyInit,
+    inotify_init1_enter => "sys_enter_inotify_init1": InotifyInit1,
+    fanotify_init_enter => "sys_enter_fanotify_init": FanotifyInit,
+    userfaultfd_enter => "sys_enter_userfaultfd": Userfaultfd,
+    pidfd_getfd_enter => "sys_enter_pidfd_getfd": PidfdGetfd,
 }
 
 /// signalfd and signalfd4 allocate only for `ufd == -1`: another ufd names a signalfd to
@@ -244,7 +234,7 @@ macro_rules! signalfd_enters {
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(ctx: TracePointContext) -> u32 {
                 if arg!(&ctx, $syscall, "ufd") as i32 == -1 {
-                    enter(Syscall::$syscall, Allocator::Anon, 0, 0);
+                    enter!($syscall, 0, 0);
                 }
                 0
             }

@@ -167,6 +167,19 @@ fn every_kind_of_fd_allocation_is_followed() {
     );
 }
 
+/// The FD_PREPARE() sites, both ways where a call can take them: the steps of the strace
+/// test of the same name in `ingest.rs` (opens that publish, fail after the fd, fail for
+/// the fd; accepts with no connection; FD_PREPARE and FD_ADD users).
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn fd_prepare_sites_both_ways() {
+    assert_attached_exact(
+        "wait open:5 open-enoent:3 open-emfile:2 accept-eagain:4 eventfd:2 epoll_create:1 \
+         userfaultfd:1 pidfd_getfd:2 memfd_create:3 signalfd4:1 inotify_init1:1 timerfd_create:1 \
+         close:2:0",
+    );
+}
+
 /// dup2.same_fd and dup3.same_fd, both ways each: dup2 of an fd onto itself (returned at
 /// once) and onto another (on to ksys_dup3, not taken there), dup3 onto itself (EINVAL),
 /// onto another, and with a flag refused before the fds are compared; in a child too.
@@ -223,13 +236,7 @@ fn assert_attached_exact(steps: &str) {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    // The size of its fd table (FDSize), which it may have inherited larger than it needs.
-    let status = std::fs::read_to_string(live_threads()[0].join("status")).unwrap();
-    let max_fds = status
-        .lines()
-        .find_map(|line| line.strip_prefix("FDSize:"))
-        .and_then(|size| size.trim().parse().ok())
-        .unwrap();
+    let max_fds = common::fd_table_size(&live_threads()[0]);
     let target = Target::Processes {
         pids: vec![pid],
         comms: vec![],

@@ -5,7 +5,10 @@
 //! ([`Table`], written from fs/file.c apart from `auditor_common::fd`). The probe and the
 //! strace source are checked against numbers their shared model did not make.
 
-use auditor_common::{Counts, SITE_COUNT, Site, Syscall, syscalls::PerSyscall};
+use auditor_common::{
+    Counts, SITE_COUNT, Site, Syscall,
+    syscalls::{FdPrepare, PerSyscall},
+};
 
 use super::{Layout, Step, in_family, steps, steps::Family};
 
@@ -116,6 +119,17 @@ impl Table {
     }
 }
 
+/// How an allocation through `FD_PREPARE()` ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prepared {
+    /// Fd and file made: published.
+    Published,
+    /// No fd (EMFILE).
+    FdFailed,
+    /// An fd, then the file failed (a missing path, no connection to accept).
+    FileFailed,
+}
+
 /// Expected counts of one process of a workload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Expected {
@@ -145,6 +159,34 @@ impl Expected {
         } else {
             self.add(site, 0, calls, 0);
         }
+    }
+
+    /// One allocation by `syscall` through `FD_PREPARE()` (or `FD_ADD()`) as
+    /// include/linux/file.h (7.2) evaluates it, if the syscall allocates through them:
+    /// the initialiser tests the fd, `class_fd_prepare_lock_err` tests the error field
+    /// (zero), the fd, the file, NULL — returning at the first taken —, `FD_ADD` tests
+    /// that both were made, and the destructor puts back what was not published.
+    pub fn prepared(&mut self, syscall: Syscall, ended: Prepared) {
+        let add = match syscall.info().prepares {
+            FdPrepare::Direct => return,
+            FdPrepare::Prepare => false,
+            FdPrepare::Add => true,
+        };
+        let fd_made = ended != Prepared::FdFailed;
+        self.all(Site::FdPrepareFdOk, 1, fd_made);
+        self.all(Site::FdPrepareErrSet, 1, false);
+        self.all(Site::FdPrepareFdFailed, 1, !fd_made);
+        if fd_made {
+            self.all(Site::FdPrepareFileFailed, 1, ended == Prepared::FileFailed);
+            if ended == Prepared::Published {
+                self.all(Site::FdPrepareFileNull, 1, false);
+            }
+        }
+        if add {
+            self.all(Site::FdAddOk, 1, ended == Prepared::Published);
+        }
+        self.all(Site::FdPrepareUnpublishedFd, 1, ended == Prepared::FileFailed);
+        self.all(Site::FdPrepareUnpublishedFile, 1, false);
     }
 
     /// `count` fd lookups, on a table that other threads share when `shared`.

@@ -55,7 +55,7 @@ use std::{fmt, str::FromStr};
 
 use thiserror::Error;
 
-pub use expected::{Expected, expected, expected_on_table};
+pub use expected::{Expected, Prepared, expected, expected_on_table};
 pub use run::{RunError, run};
 use steps::{
     Family, alloc::Alloc, close::Close, dup::Dup, epoll::Epoll, poll::Poll, select::Select,

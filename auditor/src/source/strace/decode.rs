@@ -5,6 +5,7 @@
 //! guessed.
 
 use auditor_common::{
+    Syscall,
     dup,
     epoll::EpollWaitCall,
     errno,
@@ -99,8 +100,13 @@ pub fn kernel_return(record: &Record<&str>) -> Option<i64> {
 
 fn errno_value(name: &str) -> Option<i64> {
     Some(match name {
+        "EPERM" => errno::EPERM,
+        "ENOENT" => errno::ENOENT,
+        "ESRCH" => errno::ESRCH,
         "EINTR" => errno::EINTR,
         "EBADF" => errno::EBADF,
+        "ENFILE" => errno::ENFILE,
+        "ENAMETOOLONG" => errno::ENAMETOOLONG,
         "ENOMEM" => errno::ENOMEM,
         "EFAULT" => errno::EFAULT,
         "EINVAL" => errno::EINVAL,
@@ -359,6 +365,40 @@ pub fn close(record: &Record<&str>) -> Result<(i32, i64), Undecodable> {
         "whether close succeeded is only in its return",
     ))?;
     Ok((fd, ret))
+}
+
+/// What a log shows of a call that allocates one fd: whether it asked for one (signalfd
+/// and signalfd4 only with ufd -1), whether an open's name was "" (refused before the
+/// allocation), and the return value.
+pub struct Allocation {
+    pub allocates: bool,
+    pub empty_name: bool,
+    pub ret: i64,
+}
+
+pub fn allocation(record: &Record<&str>, syscall: Syscall) -> Result<Allocation, Undecodable> {
+    let ret = kernel_return(record).ok_or(Undecodable::NoReturn(
+        "how an allocation ended is only in the return value",
+    ))?;
+    let [first, second] = first_args(record.args);
+    let (empty_name, allocates) = match syscall {
+        Syscall::Open | Syscall::Creat => (first == Some("\"\""), true),
+        Syscall::Openat | Syscall::Openat2 => (second == Some("\"\""), true),
+        Syscall::Signalfd | Syscall::Signalfd4 => {
+            let ufd = arg(first, "ufd")?;
+            let ufd = line::integer::<i32>(ufd).ok_or_else(|| Undecodable::Number {
+                what: "ufd",
+                text: ufd.to_string(),
+            })?;
+            (false, ufd == -1)
+        }
+        _ => (false, true),
+    };
+    Ok(Allocation {
+        allocates,
+        empty_name,
+        ret,
+    })
 }
 
 /// An fd argument of dup2 or dup3 (`3`, `3</dev/null>`), as the `unsigned int` the

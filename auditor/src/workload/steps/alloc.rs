@@ -8,7 +8,7 @@ use auditor_common::Syscall;
 use super::Family;
 use crate::workload::{
     Fields, Layout, StepError,
-    expected::{Expected, Table},
+    expected::{Expected, Prepared, Table},
     run::{Context as _, Fds, Result, bail, ensure, repeat},
 };
 
@@ -158,12 +158,13 @@ impl Family for Alloc {
                 e.calls[syscall] += u64::from(calls);
                 for _ in 0..calls {
                     table.allocate_lowest(e);
+                    e.prepared(syscall, Prepared::Published);
                 }
             }
             Alloc::OpenMissing { calls } => {
                 e.calls[Syscall::Openat] += u64::from(calls);
                 // The fd is allocated, then released when the path is not found.
-                allocated_and_released(e, table, calls);
+                allocated_and_released(e, table, calls, Syscall::Openat, Prepared::FileFailed);
             }
             Alloc::OpenOverLimit { calls } => {
                 e.calls[Syscall::Openat] += u64::from(calls);
@@ -171,6 +172,7 @@ impl Family for Alloc {
                 for _ in 0..calls {
                     let end = u64::from(table.lowest_free());
                     assert_eq!(table.allocate(e, 0, end), None, "EMFILE expected");
+                    e.prepared(Syscall::Openat, Prepared::FdFailed);
                 }
             }
             Alloc::Pipe { calls } | Alloc::SocketPair { calls } => {
@@ -180,7 +182,7 @@ impl Family for Alloc {
                     Syscall::Socketpair
                 };
                 e.calls[syscall] += u64::from(calls);
-                // Two allocations a call, both kept.
+                // Two allocations a call, both kept (with fd_install, not FD_PREPARE).
                 for _ in 0..2 * calls {
                     table.allocate_lowest(e);
                 }
@@ -190,19 +192,22 @@ impl Family for Alloc {
                 e.calls[Syscall::Accept4] += u64::from(calls);
                 table.allocate_lowest(e);
                 // Each accept allocates the fd, finds no connection and releases it.
-                allocated_and_released(e, table, calls);
+                allocated_and_released(e, table, calls, Syscall::Accept4, Prepared::FileFailed);
             }
             Alloc::Anon { syscall, calls } => {
                 e.calls[syscall] += u64::from(calls);
                 for _ in 0..calls {
                     table.allocate_lowest(e);
+                    e.prepared(syscall, Prepared::Published);
                 }
             }
             Alloc::PidfdGetfd { calls } => {
                 e.calls[Syscall::PidfdOpen] += 1;
                 e.calls[Syscall::PidfdGetfd] += u64::from(calls);
-                for _ in 0..=calls {
+                table.allocate_lowest(e);
+                for _ in 0..calls {
                     table.allocate_lowest(e);
+                    e.prepared(Syscall::PidfdGetfd, Prepared::Published);
                 }
             }
             Alloc::DupFd { calls, start } => {
@@ -240,11 +245,19 @@ fn anon_fd(syscall: Syscall) -> libc::c_long {
     }
 }
 
-/// `calls` allocations whose fds are released at once (as the call fails after them).
-pub(super) fn allocated_and_released(e: &mut Expected, table: &mut Table, calls: u32) {
+/// `calls` allocations by `syscall` whose fds are released at once (as the call fails
+/// after them, or a close follows), which ended in FD_PREPARE as `ended` says.
+pub(super) fn allocated_and_released(
+    e: &mut Expected,
+    table: &mut Table,
+    calls: u32,
+    syscall: Syscall,
+    ended: Prepared,
+) {
     for _ in 0..calls {
         let fd = table.allocate_lowest(e);
         table.close(fd);
+        e.prepared(syscall, ended);
     }
 }
 

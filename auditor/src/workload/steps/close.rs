@@ -7,7 +7,7 @@ use auditor_common::{Site, Syscall};
 use super::Family;
 use crate::workload::{
     Fields, Layout, StepError,
-    expected::{Expected, Table},
+    expected::{Expected, Prepared, Table},
     run::{Fds, Result, ensure, repeat},
 };
 
@@ -68,7 +68,13 @@ impl Family for Close {
                 // A close of fd -1 fails with EBADF before the branch.
                 e.all(Site::CloseOk, u64::from(ok), true);
                 // Each ok close is of a file opened for it.
-                super::alloc::allocated_and_released(e, table, ok);
+                super::alloc::allocated_and_released(
+                    e,
+                    table,
+                    ok,
+                    Syscall::Openat,
+                    Prepared::Published,
+                );
             }
             Close::Fd { fd } => {
                 e.calls[Syscall::Close] += 1;

@@ -16,9 +16,9 @@ use auditor_common::{
     Evaluation, Site, Syscall,
     catalogue::{self, Counters, Decided, Recorder, Unit},
     close, dup, epoll,
-    fd::Unseen,
+    fd::{self, Unseen},
     poll, select,
-    syscalls::PerSyscall,
+    syscalls::{FdPrepare, PerSyscall},
 };
 
 use super::{
@@ -122,14 +122,24 @@ impl Replay {
             Syscall::Dup3 => {
                 decode::dup3(record).map(|(old, new, flags)| dup::dup3(recorder, old, new, flags))
             }
-            // Not in the log (see `LOGGED`): the fd-table sites need the table.
+            // How FD_PREPARE() went follows from the return value; the fd.* sites need the
+            // table, which a log does not show.
+            _ if syscall.info().prepares != FdPrepare::Direct => decode::allocation(record, syscall)
+                .map(|call| {
+                    if call.allocates {
+                        let outcome = syscall.info().allocates.one().outcome(call.ret, call.empty_name);
+                        fd::fd_prepare(recorder, syscall.info().prepares, outcome, call.ret);
+                    }
+                }),
+            // Not in the log (see `LOGGED`).
             _ => return,
         };
         self.calls[syscall] += 1;
         if let Err(why) = decoded {
             // Counted where the call would be: unreadable at each site it reaches once.
             for site in catalogue::SITES {
-                if site.unit == Unit::Call && decides(site.site) && site.syscalls.contains(&syscall)
+                let once = matches!(site.unit, Unit::Call | Unit::Allocation);
+                if once && decides(site.site) && site.syscalls.contains(&syscall)
                 {
                     recorder.record(site.site, Evaluation::Undecided);
                 }
