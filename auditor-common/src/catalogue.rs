@@ -471,6 +471,46 @@ catalogue! {
         source: &[written("newfd == oldfd")],
         decided: Decided::Enter,
     }
+    // fs/open.c: sys_openat2's size tests, then do_sys_openat2's flags test.
+    Openat2SizeTooSmall {
+        id: "openat2.size_too_small",
+        function: "sys_openat2",
+        file: "fs/open.c",
+        condition: "usize < OPEN_HOW_SIZE_VER0 = 24 (-> -EINVAL)",
+        hint: Hint::Unlikely,
+        hint_since: "5.6",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Openat2],
+        source: &[written("usize < OPEN_HOW_SIZE_VER0")],
+        decided: Decided::Enter,
+    }
+    Openat2SizeTooBig {
+        id: "openat2.size_too_big",
+        function: "sys_openat2",
+        file: "fs/open.c",
+        condition: "usize > PAGE_SIZE (-> -E2BIG)",
+        hint: Hint::Unlikely,
+        hint_since: "5.6",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Openat2],
+        source: &[written("usize > PAGE_SIZE")],
+        decided: Decided::Enter,
+    }
+    OpenBadFlags {
+        id: "open.bad_flags",
+        function: "do_sys_openat2",
+        file: "fs/open.c",
+        condition: "build_open_flags refuses the flags, mode or resolve bits (-> -EINVAL; open, openat and creat drop what openat2 refuses)",
+        hint: Hint::Unlikely,
+        hint_since: "> 6.12",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Open, Syscall::Openat, Syscall::Openat2, Syscall::Creat],
+        source: &[
+            written("build_open_flags(how, &op); if (unlikely(err"),
+            written("build_open_flags(how, &op)"),
+        ],
+        decided: Decided::Enter,
+    }
     // include/linux/file.h: FD_PREPARE() / FD_ADD() around an fd allocation (6.19 on), in
     // the order a call evaluates them: __FD_PREPARE_INIT, then class_fd_prepare_lock_err
     // (it returns at the first taken), __FD_ADD's test, and the destructor at scope end.

@@ -156,8 +156,10 @@ impl Allocator {
         }
     }
 
-    /// What the return value says about the allocation (`empty_name`: an open of "").
-    pub const fn outcome(self, ret: i64, empty_name: bool) -> AllocOutcome {
+    /// What the return value says about the allocation (`refused`: an open its arguments
+    /// refuse before it — an empty name, flags or an openat2 size the checks before the
+    /// path walk refuse).
+    pub const fn outcome(self, ret: i64, refused: bool) -> AllocOutcome {
         if ret >= 0 {
             return AllocOutcome::Reached(AllocResult::Fd(ret as u32));
         }
@@ -169,7 +171,7 @@ impl Allocator {
         }
         let e = -ret;
         match self {
-            Allocator::Open if e == errno::ENOENT && empty_name => AllocOutcome::NotReached,
+            Allocator::Open if refused => AllocOutcome::NotReached,
             Allocator::Open
                 if e == errno::EINVAL || e == errno::EFAULT || e == errno::ENAMETOOLONG =>
             {
@@ -280,7 +282,11 @@ pub fn fd_prepare<R: Recorder>(
     // class_fd_prepare_lock_err, run once by the initialiser: it returns at the first
     // test taken. The error field is still zero then.
     unlikely!(recorder, FdPrepareErrSet, when(|_| false));
-    let fd_failed = unlikely!(recorder, FdPrepareFdFailed, when(|e| e == Prepared::FdFailed));
+    let fd_failed = unlikely!(
+        recorder,
+        FdPrepareFdFailed,
+        when(|e| e == Prepared::FdFailed)
+    );
     if fd_failed != Evaluation::Taken {
         let file_failed = unlikely!(
             recorder,
@@ -707,17 +713,28 @@ mod tests {
         );
         // The file failed after the fd: the destructor puts the fd back.
         assert_eq!(
-            run(FdPrepare::Add, Reached(AllocResult::Unknown), -errno::ENOENT),
+            run(
+                FdPrepare::Add,
+                Reached(AllocResult::Unknown),
+                -errno::ENOENT
+            ),
             [t, n, n, t, z, n, t, n]
         );
         // -ENOMEM after the allocation ran, or a call that may not have allocated.
         assert_eq!(
-            run(FdPrepare::Add, Reached(AllocResult::Unknown), -errno::ENOMEM),
+            run(
+                FdPrepare::Add,
+                Reached(AllocResult::Unknown),
+                -errno::ENOMEM
+            ),
             [u, u, u, u, u, u, u, u]
         );
         assert_eq!(run(FdPrepare::Prepare, Maybe, -errno::ENOMEM)[5], z);
         assert_eq!(run(FdPrepare::Add, NotReached, -errno::EINVAL), [z; 8]);
-        assert_eq!(run(FdPrepare::Direct, Reached(AllocResult::Fd(3)), 3), [z; 8]);
+        assert_eq!(
+            run(FdPrepare::Direct, Reached(AllocResult::Fd(3)), 3),
+            [z; 8]
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod close;
 pub mod dup;
 pub mod epoll;
 pub mod fd;
+pub mod open;
 pub mod poll;
 pub mod prelude;
 pub mod select;

@@ -418,7 +418,11 @@ mod tests {
         assert!(LOGGED.contains(&Syscall::Dup3));
         assert_eq!((PREPARING.len(), ADDING.len()), (19, 13));
         // Every FD_PREPARE user allocates one fd, and a log shows its result.
-        assert!(PREPARING.iter().all(|s| matches!(s.info().allocates, One(_)) && s.info().logged));
+        assert!(
+            PREPARING
+                .iter()
+                .all(|s| matches!(s.info().allocates, One(_)) && s.info().logged)
+        );
         assert!(!LOGGED.contains(&Syscall::Read));
         // Every followed syscall has a program, or nothing would follow it.
         assert!(SYSCALLS.iter().all(|info| info.enter || info.exit));

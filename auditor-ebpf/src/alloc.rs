@@ -10,7 +10,7 @@
 use auditor_common::{
     ProcessKey, Syscall,
     fd::{self, AllocStart, Allocator, PairAllocator},
-    maps,
+    maps, open,
     syscalls::FdPrepare,
 };
 use aya_ebpf::{
@@ -34,8 +34,9 @@ struct PendingAlloc {
     allocator: u32,
     /// An `FdPrepare` as u32.
     prepares: u32,
-    /// 1 when open's name is "" (ENOENT before the allocation).
-    empty_name: u32,
+    /// 1 when an open's arguments refuse it before the allocation (an empty name, flags or
+    /// a size the checks refuse).
+    refused: u32,
     /// 1 when the table could be read.
     table_read: u32,
     syscall: u32,
@@ -59,12 +60,24 @@ const F_DUPFD: u64 = 0;
 const F_DUPFD_CLOEXEC: u64 = 1030;
 
 /// Notes an allocation by `syscall` (of the table's `One` allocations) that starts at
-/// `start`; `name` is open's path (0 for others).
+/// `start`; `name` is open's path (0 for others), `refused` whether its other arguments
+/// refuse it first.
 macro_rules! enter {
-    ($syscall:ident, $start:expr, $name:expr) => {{
+    ($syscall:ident, $start:expr) => {
+        enter!($syscall, $start, 0, false)
+    };
+    ($syscall:ident, $start:expr, $name:expr, $refused:expr) => {{
         const ALLOCATOR: Allocator = Syscall::$syscall.info().allocates.one();
         const PREPARES: FdPrepare = Syscall::$syscall.info().prepares;
-        enter_with(Syscall::$syscall, ALLOCATOR as u32, PREPARES, $start, $name, 0, 0)
+        let pending = Allocation {
+            syscall: Syscall::$syscall,
+            allocator: ALLOCATOR as u32,
+            prepares: PREPARES,
+            start: $start,
+            name: $name,
+            refused: $refused,
+        };
+        enter_with(&pending, 0, 0)
     }};
 }
 
@@ -72,24 +85,42 @@ macro_rules! enter {
 macro_rules! enter_pair {
     ($syscall:ident, $fds:expr) => {{
         const ALLOCATOR: PairAllocator = Syscall::$syscall.info().allocates.two();
-        enter_with(Syscall::$syscall, 0, FdPrepare::Direct, 0, 0, ALLOCATOR as u32 + 1, $fds)
+        let pending = Allocation {
+            syscall: Syscall::$syscall,
+            allocator: 0,
+            prepares: FdPrepare::Direct,
+            start: 0,
+            name: 0,
+            refused: false,
+        };
+        enter_with(&pending, ALLOCATOR as u32 + 1, $fds)
     }};
 }
 
-// Inlined: BPF functions take at most five arguments.
-#[inline(always)]
-fn enter_with(
+/// What an allocating syscall's entry knows.
+struct Allocation {
     syscall: Syscall,
     allocator: u32,
     prepares: FdPrepare,
     start: u32,
     name: u64,
-    pair: u32,
-    fds: u64,
-) {
+    refused: bool,
+}
+
+// Inlined: BPF functions take at most five arguments.
+#[inline(always)]
+fn enter_with(call: &Allocation, pair: u32, fds: u64) {
     let Some(process) = target::current() else {
         return;
     };
+    let Allocation {
+        syscall,
+        allocator,
+        prepares,
+        start,
+        name,
+        refused,
+    } = *call;
     let table = task::alloc_start(start);
     let empty_name = name != 0 && args::read_user::<u8>(name) == Some(0);
     let pending = PendingAlloc {
@@ -98,7 +129,7 @@ fn enter_with(
         table: table.unwrap_or_default(),
         allocator,
         prepares: prepares as u32,
-        empty_name: u32::from(empty_name),
+        refused: u32::from(empty_name || refused),
         table_read: u32::from(table.is_some()),
         syscall: syscall as u32,
         pair,
@@ -132,36 +163,71 @@ fn exit(ctx: &TracePointContext) {
         }
     } else {
         let allocator = Allocator::from_u32(pending.allocator);
-        let outcome = allocator.outcome(ret, pending.empty_name != 0);
+        let outcome = allocator.outcome(ret, pending.refused != 0);
         fd::allocation(&mut row, table, outcome);
-        fd::fd_prepare(&mut row, FdPrepare::from_u32(pending.prepares), outcome, ret);
+        fd::fd_prepare(
+            &mut row,
+            FdPrepare::from_u32(pending.prepares),
+            outcome,
+            ret,
+        );
     }
     if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
         tally::call(*syscall);
     }
 }
 
-#[tracepoint(category = "syscalls", name = "sys_enter_open")]
-pub fn open_enter(ctx: TracePointContext) -> u32 {
-    enter!(Open, 0, arg!(&ctx, Open, "filename"));
-    0
+/// Runs an open's checks before the path walk on the caller's row: whether they refused it.
+#[inline(always)]
+fn refused_by(check: impl FnOnce(&mut Row) -> bool) -> bool {
+    target::current()
+        .as_ref()
+        .and_then(Row::of)
+        .is_some_and(|mut row| check(&mut row))
+}
+
+/// open and openat: the checks on their flags and mode, then the allocation.
+macro_rules! opens {
+    ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
+        $(
+            #[tracepoint(category = "syscalls", name = $event)]
+            pub fn $function(ctx: TracePointContext) -> u32 {
+                let flags = arg!(&ctx, $syscall, "flags");
+                let mode = arg!(&ctx, $syscall, "mode");
+                let refused = refused_by(|row| open::open(row, flags, mode));
+                enter!($syscall, 0, arg!(&ctx, $syscall, "filename"), refused);
+                0
+            }
+        )*
+    };
+}
+
+opens! {
+    open_enter => "sys_enter_open": Open,
+    openat_enter => "sys_enter_openat": Openat,
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_creat")]
 pub fn creat_enter(ctx: TracePointContext) -> u32 {
-    enter!(Creat, 0, arg!(&ctx, Creat, "pathname"));
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_openat")]
-pub fn openat_enter(ctx: TracePointContext) -> u32 {
-    enter!(Openat, 0, arg!(&ctx, Openat, "filename"));
+    let mode = arg!(&ctx, Creat, "mode");
+    let refused = refused_by(|row| open::open(row, open::CREAT_FLAGS, mode));
+    enter!(Creat, 0, arg!(&ctx, Creat, "pathname"), refused);
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_openat2")]
 pub fn openat2_enter(ctx: TracePointContext) -> u32 {
-    enter!(Openat2, 0, arg!(&ctx, Openat2, "filename"));
+    let size = arg!(&ctx, Openat2, "usize");
+    let refused = refused_by(|row| {
+        // Read as the kernel copies it: only the first version's 24 bytes are decided.
+        let how = if size == open::OPEN_HOW_SIZE_VER0 {
+            args::read_user::<open::OpenHow>(arg!(&ctx, Openat2, "how"))
+        } else {
+            None
+        };
+        open::openat2(row, size, how.as_ref())
+    });
+    enter!(Openat2, 0, arg!(&ctx, Openat2, "filename"), refused);
     0
 }
 
@@ -171,7 +237,7 @@ pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
     if cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC {
         // The start is an int; a negative one fails with EINVAL before allocating.
         let start = arg!(&ctx, Fcntl, "arg") as u32;
-        enter!(Fcntl, start, 0);
+        enter!(Fcntl, start);
     }
     0
 }
@@ -200,7 +266,7 @@ macro_rules! enters {
         $(
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(_ctx: TracePointContext) -> u32 {
-                enter!($syscall, 0, 0);
+                enter!($syscall, 0);
                 0
             }
         )*
@@ -234,7 +300,7 @@ macro_rules! signalfd_enters {
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(ctx: TracePointContext) -> u32 {
                 if arg!(&ctx, $syscall, "ufd") as i32 == -1 {
-                    enter!($syscall, 0, 0);
+                    enter!($syscall, 0);
                 }
                 0
             }

@@ -180,6 +180,20 @@ fn fd_prepare_sites_both_ways() {
     );
 }
 
+/// openat2.size_too_small, openat2.size_too_big and open.bad_flags, both ways each: opens
+/// build_open_flags takes and refuses (O_CREAT | O_DIRECTORY), openat2 of sizes 24, 12,
+/// 8192 and 32 (whose flags test is undecided: the kernel copies bytes the probe does
+/// not read), and with a mode but no O_CREAT; refused calls allocate nothing.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn open_checks_both_ways() {
+    assert_attached_exact(OPEN_CHECKS);
+}
+
+/// The steps of the tests of the open checks (the strace one is in `ingest.rs`).
+const OPEN_CHECKS: &str = "wait open:3 open-badflags:2 openat2:2:24 openat2:3:12 openat2:1:8192 \
+                           openat2:1:32 openat2-badmode:2";
+
 /// dup2.same_fd and dup3.same_fd, both ways each: dup2 of an fd onto itself (returned at
 /// once) and onto another (on to ksys_dup3, not taken there), dup3 onto itself (EINVAL),
 /// onto another, and with a flag refused before the fds are compared; in a child too.

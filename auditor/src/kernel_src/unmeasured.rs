@@ -134,12 +134,6 @@ rows! {
         "whether the file's driver has write methods: its file_operations, kernel state";
     "fs/open.c" "dentry_create" ["if (unlikely(error)) { fput(f);"] NotDecidable
         "called by nfsd only, never from a syscall (6.1)";
-    "fs/open.c" "do_sys_openat2" ["int err = build_open_flags(how, &op); if (unlikely(err"] NotYet
-        "build_open_flags refuses the flags, mode or resolve bits (-EINVAL): open's, openat's and creat's arguments and openat2's struct open_how decide it";
-    "fs/open.c" "sys_openat2" ["unlikely(usize < OPEN_HOW_SIZE_VER0)"] NotYet
-        "openat2's size argument is below 24 (-EINVAL)";
-    "fs/open.c" "sys_openat2" ["unlikely(usize > PAGE_SIZE)"] NotYet
-        "openat2's size argument is over the page size (-E2BIG)";
     "fs/open.c" "filp_flush" ["likely(!(filp->f_mode & FMODE_PATH))"] NotYet
         "the fd being closed is not O_PATH: its file's f_mode (task state) decides it";
     "fs/open.c" "sys_close" ["unlikely(retval == -ERESTARTSYS"] NotYet

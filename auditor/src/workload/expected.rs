@@ -185,7 +185,11 @@ impl Expected {
         if add {
             self.all(Site::FdAddOk, 1, ended == Prepared::Published);
         }
-        self.all(Site::FdPrepareUnpublishedFd, 1, ended == Prepared::FileFailed);
+        self.all(
+            Site::FdPrepareUnpublishedFd,
+            1,
+            ended == Prepared::FileFailed,
+        );
         self.all(Site::FdPrepareUnpublishedFile, 1, false);
     }
 

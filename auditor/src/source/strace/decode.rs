@@ -6,9 +6,9 @@
 
 use auditor_common::{
     Syscall,
-    dup,
     epoll::EpollWaitCall,
     errno,
+    open::{self, OpenHow},
     poll::{EntryScan, PollCall, PollFd},
     prelude::{Prelude, SIGSET_SIZE, Timeout},
     select::SelectCall,
@@ -419,10 +419,12 @@ pub fn dup2(record: &Record<&str>) -> Result<(u32, u32), Undecodable> {
     Ok((unsigned_fd(old, "oldfd")?, unsigned_fd(new, "newfd")?))
 }
 
-/// The open flags strace may print for dup3 (x86_64, asm-generic): dup3 accepts only
-/// O_CLOEXEC, so naming any other refuses the call.
-const OPEN_FLAGS: [(&str, u32); 17] = [
-    ("O_CLOEXEC", dup::O_CLOEXEC),
+/// The open flags strace names (x86_64, asm-generic), with `O_SYNC` and `O_TMPFILE` as
+/// the pairs of bits they are; dup3 accepts only O_CLOEXEC, so naming any other refuses
+/// the call.
+const OPEN_FLAGS: [(&str, u64); 24] = [
+    ("O_CLOEXEC", open::O_CLOEXEC),
+    ("O_RDONLY", 0),
     ("O_WRONLY", 0o1),
     ("O_RDWR", 0o2),
     ("O_CREAT", 0o100),
@@ -431,31 +433,116 @@ const OPEN_FLAGS: [(&str, u32); 17] = [
     ("O_TRUNC", 0o1000),
     ("O_APPEND", 0o2000),
     ("O_NONBLOCK", 0o4000),
+    ("O_NDELAY", 0o4000),
     ("O_DSYNC", 0o10000),
     ("FASYNC", 0o20000),
+    ("O_ASYNC", 0o20000),
     ("O_DIRECT", 0o40000),
     ("O_LARGEFILE", 0o100000),
     ("O_DIRECTORY", 0o200000),
     ("O_NOFOLLOW", 0o400000),
     ("O_NOATIME", 0o1000000),
+    ("O_SYNC", 0o4010000),
+    ("__O_SYNC", 0o4000000),
     ("O_PATH", 0o10000000),
+    ("O_TMPFILE", 0o20200000),
+    ("__O_TMPFILE", 0o20000000),
 ];
+
+/// openat2's `resolve` names (include/uapi/linux/openat2.h).
+const RESOLVE_FLAGS: [(&str, u64); 6] = [
+    ("RESOLVE_NO_XDEV", 0x01),
+    ("RESOLVE_NO_MAGICLINKS", 0x02),
+    ("RESOLVE_NO_SYMLINKS", 0x04),
+    ("RESOLVE_BENEATH", 0x08),
+    ("RESOLVE_IN_ROOT", 0x10),
+    ("RESOLVE_CACHED", 0x20),
+];
+
+/// Flags as strace prints them, `A|B|0x100`, by the names of `table`.
+fn named_flags(
+    text: Option<&str>,
+    what: &'static str,
+    table: &[(&str, u64)],
+) -> Result<u64, Undecodable> {
+    let text = arg(text, what)?;
+    text.split('|').try_fold(0, |flags, flag| {
+        let named = table.iter().find(|(name, _)| *name == flag);
+        let bits = match named {
+            Some(&(_, bits)) => Some(bits),
+            None => parse_int(flag),
+        };
+        bits.map(|bits| flags | bits)
+            .ok_or_else(|| Undecodable::Number {
+                what,
+                text: text.to_string(),
+            })
+    })
+}
+
+/// A mode (`0644`), or 0 when strace prints none (open without O_CREAT or O_TMPFILE).
+fn mode(text: Option<&str>) -> Result<u64, Undecodable> {
+    text.map_or(Ok(0), |text| {
+        parse_int(text).ok_or_else(|| Undecodable::Number {
+            what: "mode",
+            text: text.to_string(),
+        })
+    })
+}
+
+/// What fs/open.c's checks before the path walk read of an open.
+pub enum OpenArgs {
+    /// open, openat, creat: the flags and mode as passed (creat's flags filled in).
+    Open { flags: u64, mode: u64 },
+    /// openat2: the size and the struct (None: strace printed only its address).
+    Openat2 { size: u64, how: Option<OpenHow> },
+}
+
+/// open(path, flags[, mode]), openat(dfd, path, flags[, mode]), creat(path, mode) and
+/// openat2(dfd, path, {flags=.., mode=.., resolve=..}, size).
+pub fn open(record: &Record<&str>, syscall: Syscall) -> Result<OpenArgs, Undecodable> {
+    let [_, second, third, fourth] = first_args(record.args);
+    Ok(match syscall {
+        Syscall::Open => OpenArgs::Open {
+            flags: named_flags(second, "flags", &OPEN_FLAGS)?,
+            mode: mode(third)?,
+        },
+        Syscall::Creat => OpenArgs::Open {
+            flags: open::CREAT_FLAGS,
+            mode: mode(second)?,
+        },
+        Syscall::Openat2 => {
+            let size = arg(fourth, "usize")?;
+            let size = parse_int(size).ok_or_else(|| Undecodable::Number {
+                what: "usize",
+                text: size.to_string(),
+            })?;
+            let how = arg(third, "how")?;
+            let how = match how.starts_with('{') {
+                true => Some(OpenHow {
+                    flags: named_flags(field(how, "flags"), "flags", &OPEN_FLAGS)?,
+                    mode: mode(field(how, "mode"))?,
+                    resolve: match field(how, "resolve") {
+                        Some(resolve) => named_flags(Some(resolve), "resolve", &RESOLVE_FLAGS)?,
+                        None => 0,
+                    },
+                }),
+                false => None,
+            };
+            OpenArgs::Openat2 { size, how }
+        }
+        _ => OpenArgs::Open {
+            flags: named_flags(third, "flags", &OPEN_FLAGS)?,
+            mode: mode(fourth)?,
+        },
+    })
+}
 
 /// dup3: `oldfd`, `newfd`, `flags` (`0`, `O_CLOEXEC`, `O_CLOEXEC|0x4`, ...).
 pub fn dup3(record: &Record<&str>) -> Result<(u32, u32, u32), Undecodable> {
     let [old, new, flags_text] = first_args(record.args);
-    let text = arg(flags_text, "flags")?;
-    let mut flags = 0u32;
-    for flag in text.split('|') {
-        let named = OPEN_FLAGS.iter().find(|(name, _)| *name == flag);
-        flags |= match named {
-            Some(&(_, bits)) => bits,
-            None => parse_int(flag).ok_or_else(|| Undecodable::Number {
-                what: "flags",
-                text: text.to_string(),
-            })?,
-        };
-    }
+    // An int, as dup3 takes it.
+    let flags = named_flags(flags_text, "flags", &OPEN_FLAGS)? as u32;
     Ok((
         unsigned_fd(old, "oldfd")?,
         unsigned_fd(new, "newfd")?,
@@ -464,15 +551,15 @@ pub fn dup3(record: &Record<&str>) -> Result<(u32, u32, u32), Undecodable> {
 }
 
 /// `0x80000`, `0200000` or `524288`.
-fn parse_int(text: &str) -> Option<u32> {
+fn parse_int(text: &str) -> Option<u64> {
     if let Some(hex) = text.strip_prefix("0x") {
-        u32::from_str_radix(hex, 16).ok()
+        u64::from_str_radix(hex, 16).ok()
     } else if text.len() > 1
         && let Some(octal) = text.strip_prefix('0')
     {
-        u32::from_str_radix(octal, 8).ok()
+        u64::from_str_radix(octal, 8).ok()
     } else {
-        text.parse::<i64>().ok().map(|n| n as u32)
+        text.parse::<i64>().ok().map(|n| n as u64)
     }
 }
 
@@ -604,7 +691,7 @@ mod tests {
         );
         assert_eq!(
             dup3(&record("dup3(3, 5, O_CLOEXEC) = 5")),
-            Ok((3, 5, dup::O_CLOEXEC))
+            Ok((3, 5, auditor_common::dup::O_CLOEXEC))
         );
         assert_eq!(
             dup3(&record("dup3(3, 3, 0) = -1 EINVAL (Invalid argument)")),
@@ -614,7 +701,7 @@ mod tests {
             dup3(&record(
                 "dup3(3, 3, O_CLOEXEC|0x4) = -1 EINVAL (Invalid argument)"
             )),
-            Ok((3, 3, dup::O_CLOEXEC | 4))
+            Ok((3, 3, auditor_common::dup::O_CLOEXEC | 4))
         );
         assert_eq!(
             dup3(&record(
@@ -630,6 +717,72 @@ mod tests {
         );
         assert!(dup3(&record("dup3(3, 3) = -1 EINVAL (Invalid argument)")).is_err());
         assert!(dup2(&record("dup2(x, 3) = 3")).is_err());
+    }
+
+    #[test]
+    fn opens() {
+        let decoded = |line: &str, syscall| match open(&record(line), syscall) {
+            Ok(OpenArgs::Open { flags, mode }) => Some((flags, mode, None)),
+            Ok(OpenArgs::Openat2 { size, how }) => Some((size, 0, how)),
+            Err(_) => None,
+        };
+        assert_eq!(
+            decoded(
+                "openat(AT_FDCWD, \"/tmp\", O_RDONLY|O_CREAT|O_DIRECTORY, 0644) = -1 EINVAL (Invalid argument)",
+                Syscall::Openat
+            ),
+            Some((0o200100, 0o644, None))
+        );
+        assert_eq!(
+            decoded("open(\"/x\", O_RDWR|__O_TMPFILE, 0600) = 3", Syscall::Open),
+            Some((0o20000002, 0o600, None))
+        );
+        assert_eq!(
+            decoded("creat(\"/tmp/y\", 0600) = 6", Syscall::Creat),
+            Some((open::CREAT_FLAGS, 0o600, None))
+        );
+        assert_eq!(
+            decoded(
+                "openat2(AT_FDCWD, \"/tmp\", {flags=O_RDONLY|O_DIRECTORY|0x100000000, mode=0644, resolve=RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH}, 24) = -1 EINVAL (Invalid argument)",
+                Syscall::Openat2
+            ),
+            Some((
+                24,
+                0,
+                Some(OpenHow {
+                    flags: 0o200000 | 1 << 32,
+                    mode: 0o644,
+                    resolve: 0x0c
+                })
+            ))
+        );
+        assert_eq!(
+            decoded(
+                "openat2(AT_FDCWD, \"/dev/null\", {flags=O_RDONLY|O_CLOEXEC}, 24) = 3",
+                Syscall::Openat2
+            ),
+            Some((
+                24,
+                0,
+                Some(OpenHow {
+                    flags: open::O_CLOEXEC,
+                    mode: 0,
+                    resolve: 0
+                })
+            ))
+        );
+        // strace printed only the address: the size still decides the size tests.
+        assert_eq!(
+            decoded(
+                "openat2(AT_FDCWD, \"/tmp\", 0x7ffd30cc5a70, 12) = -1 EINVAL (Invalid argument)",
+                Syscall::Openat2
+            ),
+            Some((12, 0, None))
+        );
+        assert_eq!(
+            decoded("openat(AT_FDCWD, \"/x\", O_BOGUS) = 3", Syscall::Openat),
+            None
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::{fmt, os::fd::IntoRawFd};
 
-use auditor_common::Syscall;
+use auditor_common::{Site, Syscall};
 
 use super::Family;
 use crate::workload::{
@@ -21,6 +21,15 @@ pub enum Alloc {
     /// `open-emfile:CALLS`: opens with RLIMIT_NOFILE lowered to the first free fd
     /// (EMFILE), then restored.
     OpenOverLimit { calls: u32 },
+    /// `open-badflags:CALLS`: opens with O_CREAT | O_DIRECTORY, which build_open_flags
+    /// refuses (EINVAL) before any fd is allocated.
+    OpenBadFlags { calls: u32 },
+    /// `openat2:CALLS:SIZE`: openat2 of /dev/null with a valid `struct open_how` and
+    /// `usize` SIZE (below 24: EINVAL, over 4096: E2BIG, else the fds are kept open).
+    Openat2 { calls: u32, size: u32 },
+    /// `openat2-badmode:CALLS`: openat2 with a mode but no O_CREAT (EINVAL from
+    /// build_open_flags).
+    Openat2BadMode { calls: u32 },
     /// `dup:CALLS`: dup of fd 3, kept open.
     Dup { calls: u32 },
     /// `dupfd:CALLS:START`: fcntl(3, F_DUPFD, START), kept open.
@@ -58,6 +67,13 @@ pub const ANON: [Syscall; 11] = [
 
 impl Family for Alloc {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Alloc>, StepError> {
+        if kind == "openat2" {
+            f.at_most(2)?;
+            return Ok(Some(Alloc::Openat2 {
+                calls: f.number(0, "CALLS", None)?,
+                size: f.number(1, "SIZE", None)?,
+            }));
+        }
         if kind == "dupfd" {
             f.at_most(2)?;
             return Ok(Some(Alloc::DupFd {
@@ -75,6 +91,8 @@ impl Family for Alloc {
             "open" => |calls| Alloc::Open { calls },
             "open-enoent" => |calls| Alloc::OpenMissing { calls },
             "open-emfile" => |calls| Alloc::OpenOverLimit { calls },
+            "open-badflags" => |calls| Alloc::OpenBadFlags { calls },
+            "openat2-badmode" => |calls| Alloc::Openat2BadMode { calls },
             "dup" => |calls| Alloc::Dup { calls },
             "accept-eagain" => |calls| Alloc::AcceptNone { calls },
             "pipe" => |calls| Alloc::Pipe { calls },
@@ -108,6 +126,29 @@ impl Family for Alloc {
                     other => bail!("expected EMFILE, got {other:?}"),
                 })
             }),
+            Alloc::OpenBadFlags { calls } => repeat(calls, Some(libc::EINVAL), || {
+                // SAFETY: a NUL-terminated path; the call fails before opening anything.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_openat,
+                        libc::AT_FDCWD,
+                        c"/dev/null".as_ptr(),
+                        libc::O_CREAT | libc::O_DIRECTORY,
+                        0o644,
+                    )
+                }
+            }),
+            Alloc::Openat2 { calls, size } => {
+                let errno = match size {
+                    0..24 => Some(libc::EINVAL),
+                    24..=4096 => None,
+                    _ => Some(libc::E2BIG),
+                };
+                repeat(calls, errno, || openat2(size, 0))
+            }
+            Alloc::Openat2BadMode { calls } => {
+                repeat(calls, Some(libc::EINVAL), || openat2(24, 0o644))
+            }
             Alloc::Dup { calls } => repeat(calls, None, || {
                 // SAFETY: fd 3 is the workload's; the new fds stay open.
                 unsafe { libc::syscall(libc::SYS_dup, 3) }
@@ -149,25 +190,61 @@ impl Family for Alloc {
 
     fn expect(&self, e: &mut Expected, _: &Layout, table: &mut Table) {
         match *self {
-            Alloc::Open { calls } | Alloc::Dup { calls } => {
-                let syscall = if matches!(self, Alloc::Open { .. }) {
-                    Syscall::Openat
-                } else {
-                    Syscall::Dup
-                };
-                e.calls[syscall] += u64::from(calls);
+            Alloc::Open { calls } => {
+                e.calls[Syscall::Openat] += u64::from(calls);
+                for _ in 0..calls {
+                    opens_checked(e, 1);
+                    table.allocate_lowest(e);
+                    e.prepared(Syscall::Openat, Prepared::Published);
+                }
+            }
+            Alloc::Dup { calls } => {
+                e.calls[Syscall::Dup] += u64::from(calls);
                 for _ in 0..calls {
                     table.allocate_lowest(e);
-                    e.prepared(syscall, Prepared::Published);
                 }
+            }
+            Alloc::OpenBadFlags { calls } => {
+                e.calls[Syscall::Openat] += u64::from(calls);
+                e.all(Site::OpenBadFlags, u64::from(calls), true);
+            }
+            Alloc::Openat2 { calls, size } => {
+                e.calls[Syscall::Openat2] += u64::from(calls);
+                let calls = u64::from(calls);
+                e.all(Site::Openat2SizeTooSmall, calls, size < 24);
+                if size >= 24 {
+                    e.all(Site::Openat2SizeTooBig, calls, size > 4096);
+                }
+                if (24..=4096).contains(&size) {
+                    // The flags are read as the first 24 bytes only: past them the copy
+                    // may refuse what is not zero, so the test is undecided.
+                    if size == 24 {
+                        e.all(Site::OpenBadFlags, calls, false);
+                    } else {
+                        e.add(Site::OpenBadFlags, 0, 0, calls);
+                    }
+                    for _ in 0..calls {
+                        table.allocate_lowest(e);
+                        e.prepared(Syscall::Openat2, Prepared::Published);
+                    }
+                }
+            }
+            Alloc::Openat2BadMode { calls } => {
+                e.calls[Syscall::Openat2] += u64::from(calls);
+                let calls = u64::from(calls);
+                e.all(Site::Openat2SizeTooSmall, calls, false);
+                e.all(Site::Openat2SizeTooBig, calls, false);
+                e.all(Site::OpenBadFlags, calls, true);
             }
             Alloc::OpenMissing { calls } => {
                 e.calls[Syscall::Openat] += u64::from(calls);
+                opens_checked(e, calls);
                 // The fd is allocated, then released when the path is not found.
                 allocated_and_released(e, table, calls, Syscall::Openat, Prepared::FileFailed);
             }
             Alloc::OpenOverLimit { calls } => {
                 e.calls[Syscall::Openat] += u64::from(calls);
+                opens_checked(e, calls);
                 // The limit is the first free fd: the search finds it and it is past `end`.
                 for _ in 0..calls {
                     let end = u64::from(table.lowest_free());
@@ -245,6 +322,40 @@ fn anon_fd(syscall: Syscall) -> libc::c_long {
     }
 }
 
+/// `calls` opens of `File::open` (O_RDONLY | O_CLOEXEC): build_open_flags accepts them.
+pub(super) fn opens_checked(e: &mut Expected, calls: u32) {
+    e.all(Site::OpenBadFlags, u64::from(calls), false);
+}
+
+/// One openat2 of /dev/null, `size` bytes of `struct open_how` (zeros past the first 24)
+/// asking for O_RDONLY with `mode`.
+fn openat2(size: u32, mode: u64) -> libc::c_long {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+        rest: [u8; 8192 - 24],
+    }
+    let how = OpenHow {
+        flags: 0,
+        mode,
+        resolve: 0,
+        rest: [0; 8192 - 24],
+    };
+    // SAFETY: the struct holds 8192 bytes, more than any size the kernel reads (it
+    // refuses more than 4096); the path is NUL-terminated; the fd stays open.
+    unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c"/dev/null".as_ptr(),
+            &raw const how,
+            size as usize,
+        )
+    }
+}
+
 /// `calls` allocations by `syscall` whose fds are released at once (as the call fails
 /// after them, or a close follows), which ended in FD_PREPARE as `ended` says.
 pub(super) fn allocated_and_released(
@@ -317,6 +428,9 @@ impl fmt::Display for Alloc {
             Alloc::Open { calls } => write!(f, "open:{calls}"),
             Alloc::OpenMissing { calls } => write!(f, "open-enoent:{calls}"),
             Alloc::OpenOverLimit { calls } => write!(f, "open-emfile:{calls}"),
+            Alloc::OpenBadFlags { calls } => write!(f, "open-badflags:{calls}"),
+            Alloc::Openat2 { calls, size } => write!(f, "openat2:{calls}:{size}"),
+            Alloc::Openat2BadMode { calls } => write!(f, "openat2-badmode:{calls}"),
             Alloc::Dup { calls } => write!(f, "dup:{calls}"),
             Alloc::DupFd { calls, start } => write!(f, "dupfd:{calls}:{start}"),
             Alloc::AcceptNone { calls } => write!(f, "accept-eagain:{calls}"),

@@ -68,6 +68,7 @@ impl Family for Close {
                 // A close of fd -1 fails with EBADF before the branch.
                 e.all(Site::CloseOk, u64::from(ok), true);
                 // Each ok close is of a file opened for it.
+                super::alloc::opens_checked(e, ok);
                 super::alloc::allocated_and_released(
                     e,
                     table,

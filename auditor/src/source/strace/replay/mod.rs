@@ -17,12 +17,13 @@ use auditor_common::{
     catalogue::{self, Counters, Decided, Recorder, Unit},
     close, dup, epoll,
     fd::{self, Unseen},
-    poll, select,
+    open, poll, select,
     syscalls::{FdPrepare, PerSyscall},
 };
 
 use super::{
     decode,
+    decode::OpenArgs,
     records::{Item, NoEnd, Record, Records},
 };
 pub use files::file_pid;
@@ -124,13 +125,29 @@ impl Replay {
             }
             // How FD_PREPARE() went follows from the return value; the fd.* sites need the
             // table, which a log does not show.
-            _ if syscall.info().prepares != FdPrepare::Direct => decode::allocation(record, syscall)
-                .map(|call| {
+            _ if syscall.info().prepares != FdPrepare::Direct => {
+                // Whether the checks before the path walk refused an open (then nothing is
+                // allocated).
+                let refused = match syscall {
+                    Syscall::Open | Syscall::Openat | Syscall::Openat2 | Syscall::Creat => {
+                        decode::open(record, syscall).map(|call| match call {
+                            OpenArgs::Open { flags, mode } => open::open(recorder, flags, mode),
+                            OpenArgs::Openat2 { size, how } => {
+                                open::openat2(recorder, size, how.as_ref())
+                            }
+                        })
+                    }
+                    _ => Ok(false),
+                };
+                let allocated = decode::allocation(record, syscall).map(|call| {
                     if call.allocates {
-                        let outcome = syscall.info().allocates.one().outcome(call.ret, call.empty_name);
+                        let refused = call.empty_name || refused.as_ref().is_ok_and(|r| *r);
+                        let outcome = syscall.info().allocates.one().outcome(call.ret, refused);
                         fd::fd_prepare(recorder, syscall.info().prepares, outcome, call.ret);
                     }
-                }),
+                });
+                refused.and(allocated)
+            }
             // Not in the log (see `LOGGED`).
             _ => return,
         };
@@ -139,8 +156,7 @@ impl Replay {
             // Counted where the call would be: unreadable at each site it reaches once.
             for site in catalogue::SITES {
                 let once = matches!(site.unit, Unit::Call | Unit::Allocation);
-                if once && decides(site.site) && site.syscalls.contains(&syscall)
-                {
+                if once && decides(site.site) && site.syscalls.contains(&syscall) {
                     recorder.record(site.site, Evaluation::Undecided);
                 }
             }

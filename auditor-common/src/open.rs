@@ -1,0 +1,203 @@
+//! The checks an open makes before the path walk (fs/open.c, 7.2): `sys_openat2`'s size
+//! tests and `do_sys_openat2`'s `unlikely(err)` on `build_open_flags()`, decided from the
+//! arguments (and openat2's `struct open_how`, read as the kernel copies it).
+
+use crate::{
+    Evaluation,
+    catalogue::{Recorder, unlikely},
+};
+
+// include/uapi/asm-generic/fcntl.h (x86_64).
+pub const O_WRONLY: u64 = 1 << 0;
+pub const O_RDWR: u64 = 1 << 1;
+pub const O_CREAT: u64 = 1 << 6;
+pub const O_TRUNC: u64 = 1 << 9;
+pub const O_LARGEFILE: u64 = 1 << 15;
+pub const O_DIRECTORY: u64 = 1 << 16;
+pub const O_NOFOLLOW: u64 = 1 << 17;
+pub const O_CLOEXEC: u64 = 1 << 19;
+pub const O_PATH: u64 = 1 << 21;
+pub const O_TMPFILE_BIT: u64 = 1 << 22;
+pub const O_EMPTYPATH: u64 = 1 << 26;
+/// include/uapi/linux/openat2.h: openat2 only, in the upper half of `how.flags`.
+pub const OPENAT2_REGULAR: u64 = 1 << 32;
+
+/// include/linux/fcntl.h: every flag open and openat keep (the others are dropped).
+pub const VALID_OPEN_FLAGS: u64 = O_WRONLY | O_RDWR | ((1 << 23) - O_CREAT) | O_EMPTYPATH;
+pub const VALID_OPENAT2_FLAGS: u64 = VALID_OPEN_FLAGS | OPENAT2_REGULAR;
+/// RESOLVE_NO_XDEV .. RESOLVE_CACHED.
+pub const VALID_RESOLVE_FLAGS: u64 = 0x3f;
+pub const RESOLVE_BENEATH: u64 = 0x08;
+pub const RESOLVE_IN_ROOT: u64 = 0x10;
+/// fs/open.c: what O_PATH keeps.
+const O_PATH_FLAGS: u64 = O_DIRECTORY | O_NOFOLLOW | O_PATH | O_CLOEXEC | O_EMPTYPATH;
+/// S_IALLUGO: the permission and set-id bits of a mode.
+const S_IALLUGO: u64 = 0o7777;
+
+/// include/linux/fcntl.h: the first published `struct open_how`, and the page size that
+/// bounds what openat2 copies.
+pub const OPEN_HOW_SIZE_VER0: u64 = 24;
+pub const PAGE_SIZE: u64 = 4096;
+
+/// `struct open_how` as user space passes it to openat2 (and as `build_open_how()` makes
+/// it for open, openat and creat).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenHow {
+    pub flags: u64,
+    pub mode: u64,
+    pub resolve: u64,
+}
+
+/// `WILL_CREATE()`.
+const fn will_create(flags: u64) -> bool {
+    flags & (O_CREAT | O_TMPFILE_BIT) != 0
+}
+
+/// `build_open_how()`: what open, openat and creat pass on (their flags an int, their
+/// mode a umode_t; force_o_largefile() on 64-bit).
+pub const fn build_open_how(flags: u64, mode: u64) -> OpenHow {
+    let mut flags = (flags as u32 as u64 | O_LARGEFILE) & VALID_OPEN_FLAGS;
+    if flags & O_PATH != 0 {
+        flags &= O_PATH_FLAGS;
+    }
+    let mode = if will_create(flags) {
+        mode as u16 as u64 & S_IALLUGO
+    } else {
+        0
+    };
+    OpenHow {
+        flags,
+        mode,
+        resolve: 0,
+    }
+}
+
+/// creat(path, mode) is open(path, O_CREAT | O_WRONLY | O_TRUNC, mode).
+pub const CREAT_FLAGS: u64 = O_CREAT | O_WRONLY | O_TRUNC;
+
+/// `build_open_flags()` returns an error (-EINVAL) for `how`.
+pub const fn open_flags_refused(how: &OpenHow) -> bool {
+    let flags = how.flags & !O_CLOEXEC;
+    let writes = matches!(flags & 0o3, 1..=3);
+    flags & !VALID_OPENAT2_FLAGS != 0
+        || how.resolve & !VALID_RESOLVE_FLAGS != 0
+        || (how.resolve & RESOLVE_BENEATH != 0 && how.resolve & RESOLVE_IN_ROOT != 0)
+        || (will_create(flags) && how.mode & !S_IALLUGO != 0)
+        || (!will_create(flags) && how.mode != 0)
+        || flags & (O_DIRECTORY | O_CREAT) == O_DIRECTORY | O_CREAT
+        || (flags & O_TMPFILE_BIT != 0 && (flags & O_DIRECTORY == 0 || !writes))
+        || flags & (O_DIRECTORY | OPENAT2_REGULAR) == O_DIRECTORY | OPENAT2_REGULAR
+        || (flags & O_PATH != 0 && flags & !O_PATH_FLAGS != 0)
+}
+
+/// `do_sys_openat2()`: `if (unlikely(err))` on `build_open_flags()` (None: `how` could not
+/// be read). Whether it refused the call.
+fn do_sys_openat2<R: Recorder>(recorder: &mut R, how: Option<&OpenHow>) -> bool {
+    let refused = match how {
+        Some(how) => Evaluation::from_taken(open_flags_refused(how)),
+        None => Evaluation::Undecided,
+    };
+    unlikely!(recorder, OpenBadFlags, refused) == Evaluation::Taken
+}
+
+/// open, openat (`flags`, `mode` as passed) and creat (`CREAT_FLAGS`): whether the checks
+/// refused the call, before its fd allocation.
+pub fn open<R: Recorder>(recorder: &mut R, flags: u64, mode: u64) -> bool {
+    do_sys_openat2(recorder, Some(&build_open_how(flags, mode)))
+}
+
+/// openat2 with `size` and the struct it points to (None: unreadable). The kernel copies
+/// `size` bytes: past the first 24 it refuses anything but zeros (-E2BIG), which is
+/// not read here, so a larger struct leaves the flags test undecided. Whether the checks
+/// refused the call, as [`open`].
+pub fn openat2<R: Recorder>(recorder: &mut R, size: u64, how: Option<&OpenHow>) -> bool {
+    let small = unlikely!(
+        recorder,
+        Openat2SizeTooSmall,
+        Evaluation::from_taken(size < OPEN_HOW_SIZE_VER0)
+    );
+    if small == Evaluation::Taken {
+        return true;
+    }
+    let big = unlikely!(
+        recorder,
+        Openat2SizeTooBig,
+        Evaluation::from_taken(size > PAGE_SIZE)
+    );
+    if big == Evaluation::Taken {
+        return true;
+    }
+    do_sys_openat2(recorder, how.filter(|_| size == OPEN_HOW_SIZE_VER0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Counts, Site, catalogue::Counters};
+
+    #[test]
+    fn valid_flags_are_the_headers() {
+        // The header's list: O_WRONLY, O_RDWR, O_CREAT (bit 6) .. __O_TMPFILE (bit 22),
+        // O_EMPTYPATH (bit 26).
+        let bits = [0, 1].into_iter().chain(6..=22).chain([26]);
+        assert_eq!(VALID_OPEN_FLAGS, bits.fold(0, |all, bit| all | 1 << bit));
+    }
+
+    #[test]
+    fn build_open_flags_refusals() {
+        let open = |flags: u64, mode: u64| open_flags_refused(&build_open_how(flags, mode));
+        assert!(!open(0, 0));
+        assert!(!open(O_CREAT | O_WRONLY, 0o644));
+        // Unknown bits and a mode without O_CREAT are dropped for open and openat.
+        assert!(!open(1 << 30 | 1 << 25, 0o777));
+        assert!(open(O_CREAT | O_DIRECTORY, 0o644));
+        // __O_TMPFILE needs O_DIRECTORY (O_TMPFILE is both) and write access.
+        assert!(open(O_TMPFILE_BIT | O_RDWR, 0o600));
+        assert!(open(O_TMPFILE_BIT | O_DIRECTORY, 0o600));
+        assert!(!open(O_TMPFILE_BIT | O_DIRECTORY | O_RDWR, 0o600));
+        // O_PATH keeps only its own flags for open: no error.
+        assert!(!open(O_PATH | O_CREAT | O_WRONLY, 0o600));
+        let how = |flags, mode, resolve| {
+            open_flags_refused(&OpenHow {
+                flags,
+                mode,
+                resolve,
+            })
+        };
+        // openat2 checks what open drops.
+        assert!(how(1 << 30, 0, 0));
+        assert!(how(0, 0o644, 0));
+        assert!(how(0, 0, 0x40));
+        assert!(how(0, 0, RESOLVE_BENEATH | RESOLVE_IN_ROOT));
+        assert!(how(O_PATH | O_WRONLY, 0, 0));
+        assert!(how(O_DIRECTORY | OPENAT2_REGULAR, 0, 0));
+        assert!(!how(OPENAT2_REGULAR | O_CLOEXEC, 0, 0x04));
+    }
+
+    #[test]
+    fn openat2_sizes_come_first() {
+        let run = |size, how: Option<&OpenHow>| {
+            let mut counters = Counters::default();
+            let _ = openat2(&mut counters, size, how);
+            [
+                counters.get(Site::Openat2SizeTooSmall),
+                counters.get(Site::Openat2SizeTooBig),
+                counters.get(Site::OpenBadFlags),
+            ]
+        };
+        let (t, n, u, z) = (
+            Counts::new(1, 0, 0),
+            Counts::new(0, 1, 0),
+            Counts::new(0, 0, 1),
+            Counts::ZERO,
+        );
+        let fine = OpenHow::default();
+        assert_eq!(run(12, Some(&fine)), [t, z, z]);
+        assert_eq!(run(8192, Some(&fine)), [n, t, z]);
+        assert_eq!(run(24, Some(&fine)), [n, n, n]);
+        assert_eq!(run(24, None), [n, n, u]);
+        // Past the first 24 bytes the copy may refuse: the flags test is undecided.
+        assert_eq!(run(32, Some(&fine)), [n, n, u]);
+    }
+}
