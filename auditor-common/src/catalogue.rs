@@ -511,6 +511,19 @@ catalogue! {
         ],
         decided: Decided::Enter,
     }
+    // fs/open.c: do_fchmodat.
+    FchmodatBadFlags {
+        id: "fchmodat.bad_flags",
+        function: "do_fchmodat",
+        file: "fs/open.c",
+        condition: "flags other than AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH (-> -EINVAL; chmod and fchmodat pass none)",
+        hint: Hint::Unlikely,
+        hint_since: "6.6",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Chmod, Syscall::Fchmodat, Syscall::Fchmodat2],
+        source: &[written("flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)")],
+        decided: Decided::Enter,
+    }
     // include/linux/file.h: FD_PREPARE() / FD_ADD() around an fd allocation (6.19 on), in
     // the order a call evaluates them: __FD_PREPARE_INIT, then class_fd_prepare_lock_err
     // (it returns at the first taken), __FD_ADD's test, and the destructor at scope end.
@@ -804,9 +817,23 @@ mod tests {
                     Decided::TaskState => info.enter || info.exit,
                 };
                 assert!(attached, "{} is reached by {}", site.id, info.name);
-                // A site a log decides must be reached by logged syscalls.
-                if site.decided != Decided::TaskState {
-                    assert!(info.logged, "{}: {} is not logged", site.id, info.name);
+            }
+            // A site a log decides is reached by logged syscalls (the report says which
+            // are not, fchmodat2's: strace 6.1 does not know it).
+            if site.decided != Decided::TaskState {
+                let allowed: &[Syscall] = if site.site == Site::FchmodatBadFlags {
+                    &[Syscall::Fchmodat2]
+                } else {
+                    &[]
+                };
+                for syscall in site.syscalls {
+                    assert_eq!(
+                        syscall.info().logged,
+                        !allowed.contains(syscall),
+                        "{}: {}",
+                        site.id,
+                        syscall.name()
+                    );
                 }
             }
         }

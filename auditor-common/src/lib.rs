@@ -11,6 +11,7 @@
 extern crate alloc;
 
 pub mod catalogue;
+pub mod chmod;
 pub mod close;
 pub mod dup;
 pub mod epoll;

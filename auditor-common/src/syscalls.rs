@@ -169,6 +169,10 @@ syscalls! {
     PidfdGetfd = "pidfd_getfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["pidfd", "fd", "flags"] },
     Dup2 = "dup2" { enter: true, logged: true, args: &["oldfd", "newfd"] },
     Dup3 = "dup3" { enter: true, logged: true, args: &["oldfd", "newfd", "flags"] },
+    Chmod = "chmod" { enter: true, logged: true, args: &["filename", "mode"] },
+    Fchmodat = "fchmodat" { enter: true, logged: true, args: &["dfd", "filename", "mode"] },
+    // Not logged: Debian's strace 6.1 does not know it (it prints `syscall_0x1c4`).
+    Fchmodat2 = "fchmodat2" { enter: true, args: &["dfd", "filename", "mode", "flags"] },
     // Counted at no site: followed for `--stacks` (code mapped from a file).
     Mmap = "mmap" { enter: true, exit: true, args: &["addr", "len", "prot", "flags", "fd", "off"] },
 }

@@ -11,6 +11,7 @@
 
 mod alloc;
 mod args;
+mod chmod;
 mod close;
 mod dup;
 mod epoll;

@@ -213,6 +213,30 @@ fn auditor_strace_attaches_to_a_pid() {
     assert_attached_log_exact("wait poll:3:10:2:1 select:2:-1 close:1:1");
 }
 
+/// fchmodat.bad_flags from a log: chmod and fchmodat, never taken (they pass no flags);
+/// strace 6.1 does not know fchmodat2, and the report says its calls are not counted.
+#[test]
+fn fchmodat_flags_from_a_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("workload.log");
+    strace("chmod:3 fchmodat2:5:2 fork chmod:1", &log);
+    let report = json_report(&[
+        "ingest".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        log.as_ref(),
+    ]);
+    assert_eq!(
+        json_counts(&report, "fchmodat.bad_flags"),
+        Counts::new(0, 8, 0)
+    );
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("fchmodat.bad_flags: the calls of fchmodat2 are not counted"),
+        "{notes}"
+    );
+}
+
 /// openat2.size_too_small, openat2.size_too_big and open.bad_flags, both ways each, from
 /// a log: the steps of `trace.rs`'s `open_checks_both_ways`.
 #[test]

@@ -190,6 +190,14 @@ fn open_checks_both_ways() {
     assert_attached_exact(OPEN_CHECKS);
 }
 
+/// fchmodat.bad_flags both ways: chmod and fchmodat (no flags), fchmodat2 with flags it
+/// takes and refuses; in a child too.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn fchmodat_flags_both_ways() {
+    assert_workload_exact("chmod:3 fchmodat2:5:2 fork fchmodat2:2:1");
+}
+
 /// The steps of the tests of the open checks (the strace one is in `ingest.rs`).
 const OPEN_CHECKS: &str = "wait open:3 open-badflags:2 openat2:2:24 openat2:3:12 openat2:1:8192 \
                            openat2:1:32 openat2-badmode:2";

@@ -109,8 +109,6 @@ rows! {
     "fs/file.c" "ksys_dup3" ["if (unlikely(err < 0)) { if (err == -EMFILE)"] NotYet
         "growing the table for newfd failed (fs.nr_open, mapped to -EBADF; -ENOMEM): newfd, fs.nr_open and the return decide it";
     // fs/open.c
-    "fs/open.c" "do_fchmodat" ["unlikely(flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))"] NotYet
-        "fchmodat2 flags besides AT_SYMLINK_NOFOLLOW and AT_EMPTY_PATH (-EINVAL); chmod and fchmodat pass none";
     "fs/open.c" "file_get_write_access" ["error = get_write_access(f->f_inode); if (unlikely(error"] NotDecidable
         "the inode is being executed (deny-write), for every file the kernel opens for writing, backing files included";
     "fs/open.c" "file_get_write_access" ["error = mnt_get_write_access(f->f_path.mnt); if (unlikely(error"] NotDecidable

@@ -131,12 +131,21 @@ pub enum Prepared {
 }
 
 /// Expected counts of one process of a workload.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Expected {
     /// Per site, in `Site` order.
     pub sites: [Counts; SITE_COUNT],
     /// Calls per followed syscall, in `Syscall` order.
     pub calls: PerSyscall<u64>,
+}
+
+impl Default for Expected {
+    fn default() -> Expected {
+        Expected {
+            sites: [Counts::ZERO; SITE_COUNT],
+            calls: PerSyscall::default(),
+        }
+    }
 }
 
 impl Expected {

@@ -40,6 +40,9 @@
 //!   `inotify_init1:CALLS`, `fanotify_init:CALLS`, `userfaultfd:CALLS`: calls that each
 //!   allocate an fd of their kind, kept open (fanotify_init and userfaultfd need root).
 //! - `pidfd_getfd:CALLS`: a pidfd of the workload, then CALLS copies of fd 3 through it.
+//! - `chmod:CALLS`: CALLS chmod and CALLS fchmodat calls of a missing path (ENOENT).
+//! - `fchmodat2:CALLS:BAD`: fchmodat2 calls of a missing path, BAD of them with a flag it
+//!   refuses (EINVAL), the others with AT_SYMLINK_NOFOLLOW (ENOENT).
 //! - `fork`: the steps after it run in a child process, which the parent waits for.
 //! - `thread`: the steps after it run in a new thread, which the main thread joins.
 //! - `leader-exit`: the steps after it run in a new thread, and the main thread exits by
@@ -62,8 +65,8 @@ use thiserror::Error;
 pub use expected::{Expected, Prepared, expected, expected_on_table};
 pub use run::{RunError, run};
 use steps::{
-    Family, alloc::Alloc, close::Close, dup::Dup, epoll::Epoll, poll::Poll, select::Select,
-    task::Task,
+    Family, alloc::Alloc, chmod::Chmod, close::Close, dup::Dup, epoll::Epoll, poll::Poll,
+    select::Select, task::Task,
 };
 
 /// The default workload: the microbenchmarks of the patches that added the two hints —
@@ -91,6 +94,7 @@ pub enum Step {
     Close(Close),
     Alloc(Alloc),
     Dup(Dup),
+    Chmod(Chmod),
     Task(Task),
     /// The steps after it run in a child process, which the parent waits for.
     Fork,
@@ -111,6 +115,7 @@ macro_rules! in_family {
             Step::Close($family) => Some($body),
             Step::Alloc($family) => Some($body),
             Step::Dup($family) => Some($body),
+            Step::Chmod($family) => Some($body),
             Step::Task($family) => Some($body),
             Step::Fork | Step::Thread | Step::LeaderExit => None,
         }
@@ -121,13 +126,14 @@ use in_family;
 /// Each family's parser, as a step of the workload.
 type Parser = fn(&str, &Fields) -> Result<Option<Step>, StepError>;
 
-const FAMILIES: [Parser; 7] = [
+const FAMILIES: [Parser; 8] = [
     |kind, f| Ok(Select::parse(kind, f)?.map(Step::Select)),
     |kind, f| Ok(Poll::parse(kind, f)?.map(Step::Poll)),
     |kind, f| Ok(Epoll::parse(kind, f)?.map(Step::Epoll)),
     |kind, f| Ok(Close::parse(kind, f)?.map(Step::Close)),
     |kind, f| Ok(Alloc::parse(kind, f)?.map(Step::Alloc)),
     |kind, f| Ok(Dup::parse(kind, f)?.map(Step::Dup)),
+    |kind, f| Ok(Chmod::parse(kind, f)?.map(Step::Chmod)),
     |kind, f| Ok(Task::parse(kind, f)?.map(Step::Task)),
 ];
 
@@ -292,7 +298,7 @@ mod tests {
         let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-sparse:2:300 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
                     epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
-                    close:3:1 open:2 open-enoent:1 open-emfile:2 open-badflags:1 openat2:2:24 openat2-badmode:1 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 close-fd:70 dup2:3:1 dup3:4:1:2 memfd_create:2 signalfd4:1 inotify_init:1 fork thread wait \
+                    close:3:1 open:2 open-enoent:1 open-emfile:2 open-badflags:1 openat2:2:24 openat2-badmode:1 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 close-fd:70 dup2:3:1 dup3:4:1:2 chmod:2 fchmodat2:3:1 memfd_create:2 signalfd4:1 inotify_init:1 fork thread wait \
                     sleep:5";
         let steps = parse(text).unwrap();
         let written: Vec<String> = steps.iter().map(Step::to_string).collect();

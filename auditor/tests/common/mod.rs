@@ -49,7 +49,9 @@ fn per_pid(tally: &Tally) -> BTreeMap<u32, [Counts; SITE_COUNT]> {
             "pid {} is not the workload",
             process.pid
         );
-        rows.entry(process.pid).or_default()[site as usize].add(counts);
+        rows.entry(process.pid)
+            .or_insert([Counts::ZERO; SITE_COUNT])[site as usize]
+            .add(counts);
     }
     rows
 }

@@ -401,6 +401,29 @@ pub fn allocation(record: &Record<&str>, syscall: Syscall) -> Result<Allocation,
     })
 }
 
+/// The `AT_*` flags strace names (include/uapi/linux/fcntl.h; 0x200 is AT_EACCESS or
+/// AT_REMOVEDIR, by the syscall).
+const AT_FLAGS: [(&str, u64); 7] = [
+    ("AT_SYMLINK_NOFOLLOW", 0x100),
+    ("AT_EACCESS", 0x200),
+    ("AT_REMOVEDIR", 0x200),
+    ("AT_SYMLINK_FOLLOW", 0x400),
+    ("AT_NO_AUTOMOUNT", 0x800),
+    ("AT_EMPTY_PATH", 0x1000),
+    ("AT_RECURSIVE", 0x8000),
+];
+
+/// The flags `do_fchmodat` gets: fchmodat2's fourth argument, 0 for chmod and fchmodat.
+pub fn fchmodat_flags(record: &Record<&str>, syscall: Syscall) -> Result<u32, Undecodable> {
+    match syscall {
+        Syscall::Fchmodat2 => {
+            let [_, _, _, flags] = first_args(record.args);
+            Ok(named_flags(flags, "flags", &AT_FLAGS)? as u32)
+        }
+        _ => Ok(0),
+    }
+}
+
 /// An fd argument of dup2 or dup3 (`3`, `3</dev/null>`), as the `unsigned int` the
 /// kernel takes.
 fn unsigned_fd(text: Option<&str>, what: &'static str) -> Result<u32, Undecodable> {
@@ -717,6 +740,24 @@ mod tests {
         );
         assert!(dup3(&record("dup3(3, 3) = -1 EINVAL (Invalid argument)")).is_err());
         assert!(dup2(&record("dup2(x, 3) = 3")).is_err());
+    }
+
+    #[test]
+    fn fchmodat_flags_by_name() {
+        let flags = |line: &str| fchmodat_flags(&record(line), Syscall::Fchmodat2);
+        assert_eq!(
+            flags("fchmodat2(AT_FDCWD, \"/x\", 0644, AT_SYMLINK_NOFOLLOW|AT_EMPTY_PATH) = 0"),
+            Ok(0x1100)
+        );
+        assert_eq!(
+            flags("fchmodat2(AT_FDCWD, \"/x\", 0644, 0x4) = -1 EINVAL (Invalid argument)"),
+            Ok(4)
+        );
+        assert!(flags("fchmodat2(AT_FDCWD, \"/x\", 0644) = 0").is_err());
+        assert_eq!(
+            fchmodat_flags(&record("chmod(\"/x\", 0644) = 0"), Syscall::Chmod),
+            Ok(0)
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! hand-worked counts). A new step of a family is an edit to its module alone.
 
 pub mod alloc;
+pub mod chmod;
 pub mod close;
 pub mod dup;
 pub mod epoll;

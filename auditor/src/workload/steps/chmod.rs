@@ -1,0 +1,106 @@
+//! chmod, fchmodat and fchmodat2 steps, on a path that does not exist: the flags test
+//! comes before the path is looked up, and nothing on the machine changes mode.
+
+use std::fmt;
+
+use auditor_common::{Site, Syscall};
+
+use super::Family;
+use crate::workload::{
+    Fields, Layout, StepError,
+    expected::{Expected, Table},
+    run::{Fds, Result, repeat},
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chmod {
+    /// `chmod:CALLS`: CALLS chmod and CALLS fchmodat calls (no flags; ENOENT).
+    Chmod { calls: u32 },
+    /// `fchmodat2:CALLS:BAD`: fchmodat2 calls, BAD of them with a flag it refuses
+    /// (EINVAL), the others with AT_SYMLINK_NOFOLLOW (ENOENT).
+    Fchmodat2 { calls: u32, bad: u32 },
+}
+
+const MISSING: &std::ffi::CStr = c"/nonexistent/auditor-workload";
+
+impl Family for Chmod {
+    fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Chmod>, StepError> {
+        match kind {
+            "chmod" => {
+                f.at_most(1)?;
+                Ok(Some(Chmod::Chmod {
+                    calls: f.number(0, "CALLS", None)?,
+                }))
+            }
+            "fchmodat2" => {
+                f.at_most(2)?;
+                let calls: u32 = f.number(0, "CALLS", None)?;
+                let bad: u32 = f.number(1, "BAD", None)?;
+                if bad > calls {
+                    return Err(f.error("BAD is more than CALLS"));
+                }
+                Ok(Some(Chmod::Fchmodat2 { calls, bad }))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn run(&self, _: &Fds) -> Result<()> {
+        // SAFETY: NUL-terminated paths; every call fails without changing anything.
+        unsafe {
+            match *self {
+                Chmod::Chmod { calls } => {
+                    repeat(calls, Some(libc::ENOENT), || {
+                        libc::syscall(libc::SYS_chmod, MISSING.as_ptr(), 0o644)
+                    })?;
+                    repeat(calls, Some(libc::ENOENT), || {
+                        libc::syscall(libc::SYS_fchmodat, libc::AT_FDCWD, MISSING.as_ptr(), 0o644)
+                    })
+                }
+                Chmod::Fchmodat2 { calls, bad } => {
+                    let fchmodat2 = |flags: libc::c_int| {
+                        libc::syscall(
+                            libc::SYS_fchmodat2,
+                            libc::AT_FDCWD,
+                            MISSING.as_ptr(),
+                            0o644,
+                            flags,
+                        )
+                    };
+                    repeat(bad, Some(libc::EINVAL), || fchmodat2(0x4))?;
+                    repeat(calls - bad, Some(libc::ENOENT), || {
+                        fchmodat2(libc::AT_SYMLINK_NOFOLLOW)
+                    })
+                }
+            }
+        }
+    }
+
+    fn expect(&self, e: &mut Expected, _: &Layout, _: &mut Table) {
+        match *self {
+            Chmod::Chmod { calls } => {
+                e.calls[Syscall::Chmod] += u64::from(calls);
+                e.calls[Syscall::Fchmodat] += u64::from(calls);
+                e.all(Site::FchmodatBadFlags, 2 * u64::from(calls), false);
+            }
+            Chmod::Fchmodat2 { calls, bad } => {
+                e.calls[Syscall::Fchmodat2] += u64::from(calls);
+                e.add(
+                    Site::FchmodatBadFlags,
+                    u64::from(bad),
+                    u64::from(calls - bad),
+                    0,
+                );
+            }
+        }
+    }
+}
+
+impl fmt::Display for Chmod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Chmod::Chmod { calls } => write!(f, "chmod:{calls}"),
+            Chmod::Fchmodat2 { calls, bad } => write!(f, "fchmodat2:{calls}:{bad}"),
+        }
+    }
+}
