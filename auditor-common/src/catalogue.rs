@@ -457,7 +457,7 @@ catalogue! {
         unit: Unit::Call,
         syscalls: &[Syscall::Dup3, Syscall::Dup2],
         source: &[written("oldfd == newfd")],
-        decided: Decided::Enter,
+        decided: Decided::Exit,
     }
     Dup2SameFd {
         id: "dup2.same_fd",
@@ -469,7 +469,31 @@ catalogue! {
         unit: Unit::Call,
         syscalls: &[Syscall::Dup2],
         source: &[written("newfd == oldfd")],
-        decided: Decided::Enter,
+        decided: Decided::Exit,
+    }
+    Dup3OldfdNotOpen {
+        id: "dup3.oldfd_not_open",
+        function: "ksys_dup3",
+        file: "fs/file.c",
+        condition: "oldfd is not open, past the RLIMIT_NOFILE test (-> -EBADF)",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Dup3, Syscall::Dup2],
+        source: &[written("files_lookup_fd_locked(files, oldfd); if (unlikely(!file")],
+        decided: Decided::Exit,
+    }
+    Dup3ExpandFailed {
+        id: "dup3.expand_failed",
+        function: "ksys_dup3",
+        file: "fs/file.c",
+        condition: "growing the table for newfd failed: past fs.nr_open (-> -EBADF) or out of memory",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Dup3, Syscall::Dup2],
+        source: &[written("if (unlikely(err < 0)) { if (err == -EMFILE)")],
+        decided: Decided::Exit,
     }
     // fs/open.c: sys_openat2's size tests, then do_sys_openat2's flags test.
     Openat2SizeTooSmall {

@@ -167,8 +167,8 @@ syscalls! {
     FanotifyInit = "fanotify_init" { enter: true, exit: true, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags", "event_f_flags"] },
     Userfaultfd = "userfaultfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
     PidfdGetfd = "pidfd_getfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["pidfd", "fd", "flags"] },
-    Dup2 = "dup2" { enter: true, logged: true, args: &["oldfd", "newfd"] },
-    Dup3 = "dup3" { enter: true, logged: true, args: &["oldfd", "newfd", "flags"] },
+    Dup2 = "dup2" { enter: true, exit: true, logged: true, args: &["oldfd", "newfd"] },
+    Dup3 = "dup3" { enter: true, exit: true, logged: true, args: &["oldfd", "newfd", "flags"] },
     Chmod = "chmod" { enter: true, logged: true, args: &["filename", "mode"] },
     Fchmodat = "fchmodat" { enter: true, logged: true, args: &["dfd", "filename", "mode"] },
     // Not logged: Debian's strace 6.1 does not know it (it prints `syscall_0x1c4`).

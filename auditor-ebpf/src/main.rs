@@ -136,6 +136,7 @@ fn take_pending() -> Option<Pending> {
 fn forget_thread(tid: u32) {
     let _ = PENDING.remove(tid);
     alloc::forget_thread(tid);
+    dup::forget_thread(tid);
     stacks::forget_thread(tid);
 }
 

@@ -4,6 +4,7 @@
 
 use auditor_common::{
     COMM_LEN, TaskOffsets,
+    dup::DupTable,
     fd::{self, AllocStart, TaskState},
 };
 use aya_ebpf::helpers::{bpf_probe_read_kernel, generated::bpf_get_current_task_btf};
@@ -123,6 +124,29 @@ pub fn max_fds() -> Option<u32> {
 fn read_word(address: u64) -> Option<u64> {
     // SAFETY: bpf_probe_read_kernel checks the address; a fault is an Err.
     unsafe { bpf_probe_read_kernel(address as *const u64) }.ok()
+}
+
+/// The fd table as `ksys_dup3` finds it for `oldfd`.
+pub fn dup_table(oldfd: u32) -> Option<DupTable> {
+    let offsets = offsets()?;
+    let fdt = fdtable(&offsets, files(&offsets)?)?;
+    let max_fds: u32 = fdt.load(offsets.fdt_max_fds);
+    let signal = Object::current_task().follow(offsets.task_signal)?;
+    let nofile: u64 = signal.load(offsets.signal_nofile);
+    let oldfd_open = if oldfd < max_fds {
+        let open_fds: u64 = fdt.load(offsets.fdt_open_fds);
+        let word = read_word(open_fds + u64::from(oldfd / 64) * 8)?;
+        word >> (oldfd % 64) & 1
+    } else {
+        0
+    };
+    Some(DupTable {
+        nofile,
+        max_fds,
+        nr_open: offsets.nr_open,
+        oldfd_open: oldfd_open as u32,
+        _pad: 0,
+    })
 }
 
 /// The fd table as `alloc_fd(start, RLIMIT_NOFILE)` will find it.

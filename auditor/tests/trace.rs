@@ -204,11 +204,14 @@ const OPEN_CHECKS: &str = "wait open:3 open-badflags:2 openat2:2:24 openat2:3:12
 
 /// dup2.same_fd and dup3.same_fd, both ways each: dup2 of an fd onto itself (returned at
 /// once) and onto another (on to ksys_dup3, not taken there), dup3 onto itself (EINVAL),
-/// onto another, and with a flag refused before the fds are compared; in a child too.
+/// onto another, and with a flag refused before the fds are compared; dup3.oldfd_not_open
+/// both ways (dup2 of a closed fd) and dup3.expand_failed not taken; in a child too.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn dup_sites_both_ways() {
-    assert_workload_exact("dup2:7:3 dup3:9:4:2 fork dup2:2:2 dup3:3:0:3");
+    assert_workload_exact(
+        "dup2:7:3 dup3:9:4:2 dup2-closed:3 fork dup2:2:2 dup3:3:0:3 dup2-closed:1",
+    );
 }
 
 #[test]

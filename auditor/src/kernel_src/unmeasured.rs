@@ -104,10 +104,6 @@ rows! {
         "the fd given to read, write, lseek or getdents is open and not O_PATH: the table (task state) decides it";
     "fs/file.c" "replace_fd" ["err = expand_files(files, fd); if (unlikely(err < 0"] NotYet
         "seccomp's ADDFD ioctl (SETFD) or the core-dump helper placing an fd at or over fs.nr_open, or the table's growth failing";
-    "fs/file.c" "ksys_dup3" ["file = files_lookup_fd_locked(files, oldfd); if (unlikely(!file"] NotYet
-        "oldfd is not open: the table at entry (task state) decides it; -EBADF alone does not (the newfd limit returns it too)";
-    "fs/file.c" "ksys_dup3" ["if (unlikely(err < 0)) { if (err == -EMFILE)"] NotYet
-        "growing the table for newfd failed (fs.nr_open, mapped to -EBADF; -ENOMEM): newfd, fs.nr_open and the return decide it";
     // fs/open.c
     "fs/open.c" "file_get_write_access" ["error = get_write_access(f->f_inode); if (unlikely(error"] NotDecidable
         "the inode is being executed (deny-write), for every file the kernel opens for writing, backing files included";

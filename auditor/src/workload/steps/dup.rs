@@ -24,10 +24,19 @@ pub enum Dup {
         same: u32,
         bad_flags: u32,
     },
+    /// `dup2-closed:CALLS`: dup2 of an fd that is not open onto fd 4 (EBADF from
+    /// ksys_dup3's lookup).
+    Dup2Closed { calls: u32 },
 }
 
 impl Family for Dup {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Dup>, StepError> {
+        if kind == "dup2-closed" {
+            f.at_most(1)?;
+            return Ok(Some(Dup::Dup2Closed {
+                calls: f.number(0, "CALLS", None)?,
+            }));
+        }
         if kind != "dup2" && kind != "dup3" {
             return Ok(None);
         }
@@ -49,8 +58,12 @@ impl Family for Dup {
         }))
     }
 
-    fn run(&self, _: &Fds) -> Result<()> {
+    fn run(&self, fds: &Fds) -> Result<()> {
         match *self {
+            Dup::Dup2Closed { calls } => repeat(calls, Some(libc::EBADF), || {
+                // SAFETY: the fd is not open; the call fails without changing the table.
+                unsafe { libc::syscall(libc::SYS_dup2, fds.not_open, 4) }
+            }),
             Dup::Dup2 { calls, same } => {
                 // dup2(3, 3) returns 3; dup2(3, 4) replaces fd 4 by a copy of fd 3.
                 repeat(same, None, || dup(libc::SYS_dup2, 3, 0))?;
@@ -89,9 +102,25 @@ impl Family for Dup {
                     reached - u64::from(same),
                     0,
                 );
+                looked_up(e, reached - u64::from(same));
+            }
+            Dup::Dup2Closed { calls } => {
+                let calls = u64::from(calls);
+                e.calls[Syscall::Dup2] += calls;
+                e.all(Site::Dup2SameFd, calls, false);
+                e.all(Site::Dup3SameFd, calls, false);
+                // Below RLIMIT_NOFILE: oldfd is looked up and missing.
+                e.all(Site::Dup3OldfdNotOpen, calls, true);
             }
         }
     }
+}
+
+/// `calls` ksys_dup3 calls past the same-fd test, of an open oldfd onto a newfd below
+/// RLIMIT_NOFILE, whose table grows (if at all) within fs.nr_open.
+fn looked_up(e: &mut Expected, calls: u64) {
+    e.all(Site::Dup3OldfdNotOpen, calls, false);
+    e.all(Site::Dup3ExpandFailed, calls, false);
 }
 
 /// `calls` dup2 calls, `same` of them with newfd == oldfd (returned at once), the others
@@ -101,6 +130,7 @@ pub fn dup2s(e: &mut Expected, calls: u32, same: u32) {
     e.calls[Syscall::Dup2] += calls;
     e.add(Site::Dup2SameFd, same, calls - same, 0);
     e.add(Site::Dup3SameFd, 0, calls - same, 0);
+    looked_up(e, calls - same);
 }
 
 /// dup2 or dup3 (dup2 ignores `flags`) of fd 3 onto `newfd`, 3 or 4.
@@ -119,6 +149,7 @@ impl fmt::Display for Dup {
                 same,
                 bad_flags,
             } => write!(f, "dup3:{calls}:{same}:{bad_flags}"),
+            Dup::Dup2Closed { calls } => write!(f, "dup2-closed:{calls}"),
         }
     }
 }

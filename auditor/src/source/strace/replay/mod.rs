@@ -123,10 +123,26 @@ impl Replay {
                 decode::fchmodat_flags(record, syscall)
                     .map(|flags| chmod::do_fchmodat(recorder, flags))
             }
-            Syscall::Dup2 => decode::dup2(record).map(|(old, new)| dup::dup2(recorder, old, new)),
-            Syscall::Dup3 => {
-                decode::dup3(record).map(|(old, new, flags)| dup::dup3(recorder, old, new, flags))
-            }
+            Syscall::Dup2 => decode::dup2(record).map(|(oldfd, newfd)| {
+                let ret = decode::kernel_return(record);
+                let call = dup::DupCall {
+                    oldfd,
+                    newfd,
+                    flags: 0,
+                    ret,
+                };
+                dup::dup2(recorder, &call, None);
+            }),
+            Syscall::Dup3 => decode::dup3(record).map(|(oldfd, newfd, flags)| {
+                let ret = decode::kernel_return(record);
+                let call = dup::DupCall {
+                    oldfd,
+                    newfd,
+                    flags,
+                    ret,
+                };
+                dup::dup3(recorder, &call, None);
+            }),
             // How FD_PREPARE() went follows from the return value; the fd.* sites need the
             // table, which a log does not show.
             _ if syscall.info().prepares != FdPrepare::Direct => {
