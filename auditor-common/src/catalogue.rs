@@ -411,6 +411,43 @@ catalogue! {
         source: &[written("fd >= end")],
         decided: Decided::TaskState,
     }
+    // fs/file.c: alloc_fd -> expand_files -> expand_fdtable -> alloc_fdtable.
+    FdPastNrOpen {
+        id: "fd.past_nr_open",
+        function: "expand_files",
+        file: "fs/file.c",
+        condition: "the fd that fills the table is at or past fs.nr_open (-> -EMFILE)",
+        hint: Hint::Unlikely,
+        hint_since: "> 6.12",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::ALLOCATING,
+        source: &[written("nr >= sysctl_nr_open")],
+        decided: Decided::TaskState,
+    }
+    FdtableRoundedPastNrOpen {
+        id: "fd.rounded_past_nr_open",
+        function: "alloc_fdtable",
+        file: "fs/file.c",
+        condition: "the grown size, a power of two, is past fs.nr_open (cut to it, rounded down to 64)",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::ALLOCATING,
+        source: &[written("nr > sysctl_nr_open")],
+        decided: Decided::TaskState,
+    }
+    FdtableTooLarge {
+        id: "fd.fdtable_too_large",
+        function: "alloc_fdtable",
+        file: "fs/file.c",
+        condition: "the grown fd array would pass INT_MAX bytes, 2^28 fds (-> -EMFILE)",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::Allocation,
+        syscalls: &crate::syscalls::ALLOCATING,
+        source: &[written("nr > INT_MAX / sizeof(struct file *)")],
+        decided: Decided::TaskState,
+    }
     // fs/open.c.
     CloseOk {
         id: "close.ok",

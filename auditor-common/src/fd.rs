@@ -68,11 +68,69 @@ pub fn fget<R: Recorder>(recorder: &mut R, lookups: u64, reached: Reached, task:
     unlikely!(recorder, FgetTableShared, reached.evaluate(shared), lookups);
 }
 
-/// `expand_fdtable` → `alloc_fdtable(fd + 1)`: the table grows to the smallest power of
-/// two above `fd`, at most `sysctl_nr_open`.
-pub const fn grown_max_fds(fd: u32, nr_open: u32) -> u32 {
-    let grown = (fd + 1).next_power_of_two();
-    if grown > nr_open { nr_open } else { grown }
+/// `expand_files`: `if (unlikely(nr >= sysctl_nr_open))` — the table cannot grow to hold
+/// `fd` (-EMFILE).
+pub const fn past_nr_open(fd: u32, nr_open: u32) -> bool {
+    fd >= nr_open
+}
+
+/// `alloc_fdtable`: `if (unlikely(nr > sysctl_nr_open))` — the size rounded up to a power
+/// of two is past fs.nr_open (it is then cut to fs.nr_open rounded down to 64 fds).
+pub const fn rounded_past_nr_open(nr: u32, nr_open: u32) -> bool {
+    nr > nr_open
+}
+
+/// `alloc_fdtable`: `if (unlikely(nr > INT_MAX / sizeof(struct file *)))` — the fd array
+/// would pass INT_MAX bytes (-EMFILE).
+pub const fn fd_array_too_large(nr: u32) -> bool {
+    nr as u64 > i32::MAX as u64 / 8
+}
+
+/// A recorder that keeps nothing: for working out what the kernel did without counting it
+/// again.
+struct Uncounted;
+
+impl Recorder for Uncounted {
+    fn record(&mut self, _: crate::Site, _: Evaluation) {}
+    fn record_counts(&mut self, _: crate::Site, _: &crate::Counts) {}
+}
+
+/// `expand_files(files, fd)` once the table is full at `fd`, then `expand_fdtable` →
+/// `alloc_fdtable(fd + 1)`: the size the table grows to, or None when it cannot
+/// (-EMFILE). A race with another thread growing it is not modelled.
+fn grow<R: Recorder>(recorder: &mut R, fd: u32, nr_open: u32) -> Option<u32> {
+    let past = unlikely!(
+        recorder,
+        FdPastNrOpen,
+        Evaluation::from_taken(past_nr_open(fd, nr_open))
+    );
+    if past == Evaluation::Taken {
+        return None;
+    }
+    let wanted = fd + 1;
+    let mut nr = wanted.next_power_of_two();
+    let rounded_past = unlikely!(
+        recorder,
+        FdtableRoundedPastNrOpen,
+        Evaluation::from_taken(rounded_past_nr_open(nr, nr_open))
+    );
+    if rounded_past == Evaluation::Taken {
+        nr = nr_open / BITS_PER_LONG * BITS_PER_LONG;
+        if nr < wanted {
+            return None;
+        }
+    }
+    let too_large = unlikely!(
+        recorder,
+        FdtableTooLarge,
+        Evaluation::from_taken(fd_array_too_large(nr))
+    );
+    (too_large == Evaluation::NotTaken).then_some(nr)
+}
+
+/// The size a table full at `fd` grows to (None: it cannot), as [`grow`] works it out.
+pub fn grown_max_fds(fd: u32, nr_open: u32) -> Option<u32> {
+    grow(&mut Uncounted, fd, nr_open)
 }
 
 /// The fd table as an `alloc_fd` call finds it.
@@ -335,7 +393,8 @@ pub fn pair<R: Recorder>(recorder: &mut R, table: Option<&AllocStart>, fds: Opti
     };
     alloc_fd(recorder, table, AllocResult::Fd(first));
     let max_fds = if first >= table.max_fds {
-        grown_max_fds(first, table.nr_open)
+        // It grew, or the first allocation would have failed.
+        grown_max_fds(first, table.nr_open).unwrap_or(table.max_fds)
     } else {
         table.max_fds
     };
@@ -381,10 +440,14 @@ pub fn allocation<R: Recorder>(
     }
 }
 
-/// The branches after the search, when which fd it found is unknown.
+/// The branches after the search, when which fd it found is unknown (the table's growth
+/// among them: it may have run).
 fn later_undecided<R: Recorder>(recorder: &mut R) {
     unlikely!(recorder, FdEmfile, Evaluation::Undecided);
     unlikely!(recorder, FdTableFull, Evaluation::Undecided);
+    unlikely!(recorder, FdPastNrOpen, Evaluation::Undecided);
+    unlikely!(recorder, FdtableRoundedPastNrOpen, Evaluation::Undecided);
+    unlikely!(recorder, FdtableTooLarge, Evaluation::Undecided);
 }
 
 /// `alloc_fd(start, end)` from the table it started with, which returned `result`. Each
@@ -442,15 +505,18 @@ fn alloc_fd<R: Recorder>(recorder: &mut R, table: &AllocStart, result: AllocResu
             FdTableFull,
             Evaluation::from_taken(table_full(found, max_fds))
         );
-        // expand_files: EMFILE past sysctl_nr_open, else a larger table; repeat.
-        if full == Evaluation::NotTaken || found >= table.nr_open {
+        if full == Evaluation::NotTaken {
             return;
         }
+        // expand_files: -EMFILE, or a larger table and the search again.
+        let Some(grown) = grow(recorder, found, table.nr_open) else {
+            return;
+        };
         // Fds past the old table are free.
         if fd0 >= max_fds {
             word = 0;
         }
-        max_fds = grown_max_fds(found, table.nr_open);
+        max_fds = grown;
     }
 }
 
@@ -670,6 +736,32 @@ mod tests {
             Allocator::Group.outcome(e(errno::EINVAL), false),
             NotReached
         );
+    }
+
+    #[test]
+    fn growth_past_fs_nr_open() {
+        let grown = |fd, nr_open| {
+            let mut counters = Counters::default();
+            let size = grow(&mut counters, fd, nr_open);
+            let counts = [
+                Site::FdPastNrOpen,
+                Site::FdtableRoundedPastNrOpen,
+                Site::FdtableTooLarge,
+            ]
+            .map(|site| counters.get(site));
+            (size, counts)
+        };
+        let (t, n, z) = (Counts::new(1, 0, 0), Counts::new(0, 1, 0), Counts::ZERO);
+        assert_eq!(grown(64, 1 << 20), (Some(128), [n, n, n]));
+        assert_eq!(grown(1 << 20, 1 << 20), (None, [t, z, z]));
+        // 1000 is no power of two: a table full at 512 grows to 960, not 1024.
+        assert_eq!(grown(512, 1000), (Some(960), [n, t, n]));
+        // ... and one full at 970 cannot grow at all.
+        assert_eq!(grown(970, 1000), (None, [n, t, z]));
+        // A table of 2^28 pointers is 2 GiB.
+        assert_eq!(grown(1 << 28, 1 << 30), (None, [n, n, t]));
+        assert_eq!(grown(1 << 27, 1 << 30), (None, [n, n, t]));
+        assert_eq!(grown((1 << 27) - 1, 1 << 30), (Some(1 << 27), [n, n, n]));
     }
 
     #[test]

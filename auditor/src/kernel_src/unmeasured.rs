@@ -73,13 +73,7 @@ rows! {
     // fs/file.c
     "fs/file.c" "__file_ref_put" ["likely(cnt == FILE_REF_NOREF)"] NotDecidable
         "whether this put drops the last reference: references others hold (io_uring, mappings, other tasks) are kernel state";
-    "fs/file.c" "alloc_fdtable" ["unlikely(nr > sysctl_nr_open)"] NotYet
-        "a growing table rounded up past fs.nr_open: the fd that grows it and /proc/sys/fs/nr_open decide it";
-    "fs/file.c" "alloc_fdtable" ["unlikely(nr > INT_MAX / sizeof(struct file *))"] NotYet
-        "a table over 2 GiB of pointers: the fd that grows it and fs.nr_open decide it";
     "fs/file.c" "expand_files" ["unlikely(files->resize_in_progress)"] NotDecidable RACE_RESIZE;
-    "fs/file.c" "expand_files" ["unlikely(nr >= sysctl_nr_open)"] NotYet
-        "the fd that must grow the table is at or over fs.nr_open (-EMFILE): the fd and /proc/sys/fs/nr_open decide it";
     "fs/file.c" "dup_fd" ["while (unlikely(open_files > new_fdt->max_fds"] NotYet
         "fork or unshare copying a table whose open fds reach past 64: the parent's open fds (task state) decide it";
     "fs/file.c" "fd_install" ["unlikely(file->f_mode & FMODE_BACKING)"] NotDecidable

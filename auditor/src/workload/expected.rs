@@ -82,6 +82,11 @@ impl Table {
             let full = fd >= self.max_fds;
             expected.all(Site::FdTableFull, 1, full);
             if full {
+                // expand_files, then alloc_fdtable: no test comes near fs.nr_open (1048576,
+                // a power of two, by default) or a 2 GiB fd array.
+                expected.all(Site::FdPastNrOpen, 1, false);
+                expected.all(Site::FdtableRoundedPastNrOpen, 1, false);
+                expected.all(Site::FdtableTooLarge, 1, false);
                 // 64 -> 128 -> 256 ...: the smallest power of two above fd.
                 self.max_fds = (fd + 1).next_power_of_two();
                 self.open.resize(self.max_fds as usize, false);
