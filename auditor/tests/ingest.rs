@@ -223,7 +223,8 @@ fn assert_attached_log_exact(steps: &str) -> serde_json::Value {
     let output = auditor.wait_with_output().unwrap();
     assert!(output.status.success());
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    let expected = workload::expected_on_table(&workload::parse(steps).unwrap(), max_fds);
+    let expected =
+        workload::expected_on_table(&workload::parse(steps).unwrap(), max_fds, common::nr_open());
     for site in Site::ALL.into_iter().filter(|&site| logged(site)) {
         let mut want = Counts::ZERO;
         expected.iter().for_each(|e| want.add(&e.site(site)));

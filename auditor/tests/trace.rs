@@ -198,6 +198,20 @@ fn fchmodat_flags_both_ways() {
     assert_workload_exact("chmod:3 fchmodat2:5:2 fork fchmodat2:2:1");
 }
 
+/// fd.past_nr_open and fd.rounded_past_nr_open both ways, with fs.nr_open lowered to 1000
+/// (no power of two) for the test: a table filled at 512 grows to 960, not 1024; one
+/// filled at 970 cannot grow (cut to 960, too small: EMFILE); an fd of 1005 is past
+/// fs.nr_open (EMFILE). RLIMIT_NOFILE is raised to 2048 so that the limit is not what
+/// refuses them. (Other tests running meanwhile grow no table past 512.)
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn growth_past_fs_nr_open_both_ways() {
+    require_privileges();
+    common::raise_nofile(2048);
+    let _lowered = common::NrOpenLowered::to(1000);
+    assert_attached_exact("wait dupfd:1:512 dupfd-emfile:1:970 dupfd-emfile:1:1005");
+}
+
 /// The steps of the tests of the open checks (the strace one is in `ingest.rs`).
 const OPEN_CHECKS: &str = "wait open:3 open-badflags:2 openat2:2:24 openat2:3:12 openat2:1:8192 \
                            openat2:1:32 openat2-badmode:2";
@@ -262,6 +276,7 @@ fn assert_attached_exact(steps: &str) {
         std::thread::sleep(Duration::from_millis(5));
     }
     let max_fds = common::fd_table_size(&live_threads()[0]);
+    let nr_open = common::nr_open();
     let target = Target::Processes {
         pids: vec![pid],
         comms: vec![],
@@ -281,7 +296,7 @@ fn assert_attached_exact(steps: &str) {
         &session.observation.tally,
         steps,
         pid,
-        Start::Attached { max_fds },
+        Start::Attached { max_fds, nr_open },
     );
 }
 

@@ -21,11 +21,13 @@ pub(super) struct Table {
     max_fds: u32,
     /// Other threads share the table (`files->count > 1`).
     pub(super) shared: bool,
+    /// `sysctl fs.nr_open`: how far the table may grow.
+    nr_open: u32,
 }
 
 impl Table {
     /// fds 0..count open, the search starting after them, `max_fds` slots.
-    fn with_open_fds(count: u32, max_fds: u32) -> Table {
+    fn with_open_fds(count: u32, max_fds: u32, nr_open: u32) -> Table {
         // A table holds its open fds: 64 slots, doubled as needed.
         let max_fds = max_fds.max(count.next_power_of_two()).max(64);
         let mut open = vec![false; max_fds as usize];
@@ -35,6 +37,7 @@ impl Table {
             next_fd: count,
             max_fds,
             shared: false,
+            nr_open,
         }
     }
 
@@ -82,13 +85,30 @@ impl Table {
             let full = fd >= self.max_fds;
             expected.all(Site::FdTableFull, 1, full);
             if full {
-                // expand_files, then alloc_fdtable: no test comes near fs.nr_open (1048576,
-                // a power of two, by default) or a 2 GiB fd array.
-                expected.all(Site::FdPastNrOpen, 1, false);
-                expected.all(Site::FdtableRoundedPastNrOpen, 1, false);
-                expected.all(Site::FdtableTooLarge, 1, false);
-                // 64 -> 128 -> 256 ...: the smallest power of two above fd.
-                self.max_fds = (fd + 1).next_power_of_two();
+                // expand_files: refused at or past fs.nr_open.
+                let past = fd >= self.nr_open;
+                expected.all(Site::FdPastNrOpen, 1, past);
+                if past {
+                    return None;
+                }
+                // alloc_fdtable: 64 -> 128 -> 256 ..., the smallest power of two above fd,
+                // cut to fs.nr_open rounded down to 64 when past it (and refused if that
+                // is too small); a 2 GiB fd array is refused.
+                let mut size = (fd + 1).next_power_of_two();
+                let rounded_past = size > self.nr_open;
+                expected.all(Site::FdtableRoundedPastNrOpen, 1, rounded_past);
+                if rounded_past {
+                    size = self.nr_open - self.nr_open % 64;
+                    if size <= fd {
+                        return None;
+                    }
+                }
+                let too_large = u64::from(size) * 8 > u64::from(i32::MAX as u32);
+                expected.all(Site::FdtableTooLarge, 1, too_large);
+                if too_large {
+                    return None;
+                }
+                self.max_fds = size;
                 self.open.resize(self.max_fds as usize, false);
                 continue;
             }
@@ -217,22 +237,26 @@ impl Expected {
 /// the child created by the i-th `fork`.
 pub fn expected(steps: &[Step]) -> Vec<Expected> {
     let layout = Layout::of(steps);
-    let mut processes = expected_on_table(steps, layout.max_fds());
+    let mut processes = expected_on_table(steps, layout.max_fds(), DEFAULT_NR_OPEN);
     // The set-up after exec places the layout's fds with `highest_pool_fd` dup2 calls,
     // each of two fds (see `run::Fds::open`).
     steps::dup::dup2s(&mut processes[0], layout.highest_pool_fd as u32, 0);
     processes
 }
 
-/// [`expected`], for a workload whose fd table has `max_fds` slots after set-up: a table
+/// fs.nr_open as Linux sets it by default.
+pub const DEFAULT_NR_OPEN: u32 = 1 << 20;
+
+/// [`expected`], for a workload whose fd table has `max_fds` slots after set-up (a table
 /// never shrinks, and a process starts with one sized like its parent's, so a workload
-/// started by a process with many fds has a larger one than its own fds need.
-pub fn expected_on_table(steps: &[Step], max_fds: u32) -> Vec<Expected> {
+/// started by a process with many fds has a larger one than its own fds need), on a
+/// machine whose fs.nr_open is `nr_open`.
+pub fn expected_on_table(steps: &[Step], max_fds: u32, nr_open: u32) -> Vec<Expected> {
     let layout = Layout::of(steps);
     let mut processes = vec![Expected::default()];
     // The table after set-up: fds 0 up to the layout's last open, the search starting
     // right after. No test allocates near RLIMIT_NOFILE.
-    let mut table = Table::with_open_fds(layout.not_open() as u32, max_fds);
+    let mut table = Table::with_open_fds(layout.not_open() as u32, max_fds, nr_open);
     for step in steps {
         match step {
             // A forked child has a table of its own (next_fd back at 0).

@@ -22,6 +22,8 @@
 //!   of fd 3, fcntl F_DUPFD from START) whose fds stay open.
 //! - `open-enoent:CALLS`: opens of a missing path (the fd is allocated, then released).
 //! - `open-emfile:CALLS`: opens with RLIMIT_NOFILE lowered to the first free fd (EMFILE).
+//! - `dupfd-emfile:CALLS:START`: fcntl F_DUPFD from START that fail with EMFILE (START
+//!   past fs.nr_open, below RLIMIT_NOFILE).
 //! - `open-badflags:CALLS`: opens with O_CREAT | O_DIRECTORY (EINVAL before the fd).
 //! - `openat2:CALLS:SIZE`: openat2 of /dev/null with `usize` SIZE (below 24: EINVAL, over
 //!   4096: E2BIG, else the fds stay open); `openat2-badmode:CALLS`: with a mode and no
@@ -63,7 +65,7 @@ use std::{fmt, str::FromStr};
 
 use thiserror::Error;
 
-pub use expected::{Expected, Prepared, expected, expected_on_table};
+pub use expected::{DEFAULT_NR_OPEN, Expected, Prepared, expected, expected_on_table};
 pub use run::{RunError, run};
 use steps::{
     Family, alloc::Alloc, chmod::Chmod, close::Close, dup::Dup, epoll::Epoll, poll::Poll,
@@ -299,7 +301,7 @@ mod tests {
         let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-sparse:2:300 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
                     epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
-                    close:3:1 open:2 open-enoent:1 open-emfile:2 open-badflags:1 openat2:2:24 openat2-badmode:1 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 close-fd:70 dup2:3:1 dup3:4:1:2 dup2-closed:2 chmod:2 fchmodat2:3:1 memfd_create:2 signalfd4:1 inotify_init:1 fork thread wait \
+                    close:3:1 open:2 open-enoent:1 open-emfile:2 open-badflags:1 openat2:2:24 openat2-badmode:1 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 dupfd-emfile:1:2000 close-fd:70 dup2:3:1 dup3:4:1:2 dup2-closed:2 chmod:2 fchmodat2:3:1 memfd_create:2 signalfd4:1 inotify_init:1 fork thread wait \
                     sleep:5";
         let steps = parse(text).unwrap();
         let written: Vec<String> = steps.iter().map(Step::to_string).collect();

@@ -61,10 +61,50 @@ fn per_pid(tally: &Tally) -> BTreeMap<u32, [Counts; SITE_COUNT]> {
 pub enum Start {
     Exec,
     /// Attached to while blocked in the read of a first `wait` step: that read began
-    /// before the probe and is not counted. Its fd table then had `max_fds` slots.
+    /// before the probe and is not counted. Its fd table then had `max_fds` slots, and
+    /// fs.nr_open was `nr_open`.
     Attached {
         max_fds: u32,
+        nr_open: u32,
     },
+}
+
+/// `sysctl fs.nr_open` now.
+pub fn nr_open() -> u32 {
+    std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// fs.nr_open lowered for a test, restored when dropped.
+pub struct NrOpenLowered(u32);
+
+impl NrOpenLowered {
+    pub fn to(value: u32) -> NrOpenLowered {
+        let saved = nr_open();
+        std::fs::write("/proc/sys/fs/nr_open", value.to_string())
+            .expect("fs.nr_open can be written (as root)");
+        NrOpenLowered(saved)
+    }
+}
+
+impl Drop for NrOpenLowered {
+    fn drop(&mut self) {
+        std::fs::write("/proc/sys/fs/nr_open", self.0.to_string()).unwrap();
+    }
+}
+
+/// Raises this process's soft RLIMIT_NOFILE to at least `fds` (its children inherit it).
+pub fn raise_nofile(fds: u64) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    assert!(
+        hard >= fds,
+        "the hard RLIMIT_NOFILE ({hard}) is below {fds}"
+    );
+    setrlimit(Resource::RLIMIT_NOFILE, soft.max(fds), hard).unwrap();
 }
 
 /// Shared libraries the dynamic loader loads for the workload after exec, before its code
@@ -87,7 +127,9 @@ pub fn assert_exact(tally: &Tally, steps: &str, first: u32, start: Start) {
     let parsed = workload::parse(steps).unwrap();
     let mut expected: Vec<Expected> = match start {
         Start::Exec => workload::expected(&parsed),
-        Start::Attached { max_fds } => workload::expected_on_table(&parsed, max_fds),
+        Start::Attached { max_fds, nr_open } => {
+            workload::expected_on_table(&parsed, max_fds, nr_open)
+        }
     };
     if start == Start::Exec {
         let libraries = loader_libraries();

@@ -34,6 +34,9 @@ pub enum Alloc {
     Dup { calls: u32 },
     /// `dupfd:CALLS:START`: fcntl(3, F_DUPFD, START), kept open.
     DupFd { calls: u32, start: u32 },
+    /// `dupfd-emfile:CALLS:START`: fcntl(3, F_DUPFD, START) that fail with EMFILE (the
+    /// table cannot grow to START: past fs.nr_open).
+    DupFdOverLimit { calls: u32, start: u32 },
     /// `accept-eagain:CALLS`: a non-blocking listening socket on 127.0.0.1, then accepts
     /// with no connection pending (EAGAIN: the fd is allocated, then released).
     AcceptNone { calls: u32 },
@@ -74,11 +77,13 @@ impl Family for Alloc {
                 size: f.number(1, "SIZE", None)?,
             }));
         }
-        if kind == "dupfd" {
+        if kind == "dupfd" || kind == "dupfd-emfile" {
             f.at_most(2)?;
-            return Ok(Some(Alloc::DupFd {
-                calls: f.number(0, "CALLS", None)?,
-                start: f.number(1, "START", None)?,
+            let (calls, start) = (f.number(0, "CALLS", None)?, f.number(1, "START", None)?);
+            return Ok(Some(if kind == "dupfd" {
+                Alloc::DupFd { calls, start }
+            } else {
+                Alloc::DupFdOverLimit { calls, start }
             }));
         }
         if let Some(&syscall) = ANON.iter().find(|s| s.name() == kind) {
@@ -153,10 +158,13 @@ impl Family for Alloc {
                 // SAFETY: fd 3 is the workload's; the new fds stay open.
                 unsafe { libc::syscall(libc::SYS_dup, 3) }
             }),
-            Alloc::DupFd { calls, start } => repeat(calls, None, || {
-                // SAFETY: as above.
-                unsafe { libc::syscall(libc::SYS_fcntl, 3, libc::F_DUPFD, start) }
-            }),
+            Alloc::DupFd { calls, start } | Alloc::DupFdOverLimit { calls, start } => {
+                let errno = matches!(self, Alloc::DupFdOverLimit { .. }).then_some(libc::EMFILE);
+                repeat(calls, errno, || {
+                    // SAFETY: as above.
+                    unsafe { libc::syscall(libc::SYS_fcntl, 3, libc::F_DUPFD, start) }
+                })
+            }
             Alloc::AcceptNone { calls } => accept_none(calls),
             Alloc::Anon { syscall, calls } => repeat(calls, None, || anon_fd(syscall)),
             Alloc::PidfdGetfd { calls } => {
@@ -291,6 +299,13 @@ impl Family for Alloc {
                 e.calls[Syscall::Fcntl] += u64::from(calls);
                 for _ in 0..calls {
                     table.allocate(e, start, u64::MAX).expect("room for an fd");
+                }
+            }
+            Alloc::DupFdOverLimit { calls, start } => {
+                e.calls[Syscall::Fcntl] += u64::from(calls);
+                for _ in 0..calls {
+                    let fd = table.allocate(e, start, u64::MAX);
+                    assert_eq!(fd, None, "EMFILE expected");
                 }
             }
         }
@@ -433,6 +448,7 @@ impl fmt::Display for Alloc {
             Alloc::Openat2BadMode { calls } => write!(f, "openat2-badmode:{calls}"),
             Alloc::Dup { calls } => write!(f, "dup:{calls}"),
             Alloc::DupFd { calls, start } => write!(f, "dupfd:{calls}:{start}"),
+            Alloc::DupFdOverLimit { calls, start } => write!(f, "dupfd-emfile:{calls}:{start}"),
             Alloc::AcceptNone { calls } => write!(f, "accept-eagain:{calls}"),
             Alloc::Pipe { calls } => write!(f, "pipe:{calls}"),
             Alloc::SocketPair { calls } => write!(f, "socketpair:{calls}"),
