@@ -362,6 +362,31 @@ catalogue! {
         source: &[written("timeout->tv_sec | timeout->tv_nsec")],
         decided: Decided::Exit,
     }
+    // fs/eventpoll.c: epoll_ctl(EPOLL_CTL_ADD) -> ep_insert.
+    EpollWatchesExhausted {
+        id: "epoll_ctl.watches_exhausted",
+        function: "ep_alloc_epitem",
+        file: "fs/eventpoll.c",
+        condition: "EPOLL_CTL_ADD past the user's max_user_watches (-> -ENOSPC)",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::Call,
+        syscalls: &[Syscall::EpollCtl],
+        source: &[written("percpu_counter_compare(&ep->user->epoll_watches")],
+        decided: Decided::Exit,
+    }
+    EpollTooManyPaths {
+        id: "epoll_ctl.too_many_paths",
+        function: "ep_insert",
+        file: "fs/eventpoll.c",
+        condition: "EPOLL_CTL_ADD into nested epolls whose wake-up paths pass the limits (-> -EINVAL)",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::Call,
+        syscalls: &[Syscall::EpollCtl],
+        source: &[written("full_check && reverse_path_check(")],
+        decided: Decided::Exit,
+    }
     // fs/file.c: alloc_fd -> find_next_fd.
     FdBelowMax {
         id: "fd.below_max",

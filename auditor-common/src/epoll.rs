@@ -1,5 +1,6 @@
 //! The epoll_wait family (fs/eventpoll.c): the argument checks of `do_epoll_wait` and the
-//! zero-timeout branch of `ep_poll`, and [`epoll_wait`], the walk through them.
+//! zero-timeout branch of `ep_poll`, and [`epoll_wait`], the walk through them; and
+//! epoll_ctl's `ep_insert` ([`epoll_ctl`]), decided from the operation and the return.
 
 use crate::{
     Evaluation,
@@ -18,6 +19,41 @@ pub struct EpollWaitCall {
     pub prelude: Prelude,
     pub timeout: Timeout,
     pub ret: i64,
+}
+
+/// include/uapi/linux/eventpoll.h.
+pub const EPOLL_CTL_ADD: i32 = 1;
+
+/// One epoll_ctl call: its operation and, when known, its return value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpollCtlCall {
+    pub op: i32,
+    pub ret: Option<i64>,
+}
+
+/// `ep_insert` for an EPOLL_CTL_ADD of an fd not yet watched: the user's watch quota
+/// first (`ep_alloc_epitem`), then — once the item is attached — the wake-up paths test.
+/// Everything epoll_ctl refuses before (-EBADF, -EFAULT, -EPERM, -EEXIST, -ELOOP, an
+/// interrupted lock) never reaches it; -ENOMEM comes only after the quota test, from
+/// before or after the paths test; -EINVAL from an earlier test or from the paths test.
+pub fn epoll_ctl<R: Recorder>(recorder: &mut R, call: &EpollCtlCall) {
+    use Evaluation::{NotTaken, Taken, Undecided};
+    if call.op != EPOLL_CTL_ADD {
+        return;
+    }
+    let (quota, paths) = match call.ret.map(|ret| -ret) {
+        None => (Undecided, Some(Undecided)),
+        Some(0) => (NotTaken, Some(NotTaken)),
+        // Only ep_alloc_epitem's quota test returns -ENOSPC from epoll_ctl.
+        Some(errno::ENOSPC) => (Taken, None),
+        Some(errno::ENOMEM) => (NotTaken, Some(Undecided)),
+        Some(errno::EINVAL) => (Undecided, Some(Undecided)),
+        Some(_) => return,
+    };
+    unlikely!(recorder, EpollWatchesExhausted, quota);
+    if let Some(paths) = paths {
+        unlikely!(recorder, EpollTooManyPaths, paths);
+    }
 }
 
 /// `do_epoll_wait` → `ep_poll` for one call.
@@ -124,6 +160,34 @@ mod tests {
         assert!(!arguments_valid(1, USER_ADDRESS_END - 11));
         assert!(arguments_valid(1, USER_ADDRESS_END - 12));
         assert!(!arguments_valid(1, u64::MAX - 4));
+    }
+
+    #[test]
+    fn ep_insert_from_the_return() {
+        use crate::{Counts, Site, catalogue::Counters};
+        let run = |op, ret| {
+            let mut counters = Counters::default();
+            epoll_ctl(&mut counters, &EpollCtlCall { op, ret });
+            [
+                counters.get(Site::EpollWatchesExhausted),
+                counters.get(Site::EpollTooManyPaths),
+            ]
+        };
+        let (t, n, u, z) = (
+            Counts::new(1, 0, 0),
+            Counts::new(0, 1, 0),
+            Counts::new(0, 0, 1),
+            Counts::ZERO,
+        );
+        assert_eq!(run(EPOLL_CTL_ADD, Some(0)), [n, n]);
+        assert_eq!(run(EPOLL_CTL_ADD, Some(-errno::ENOSPC)), [t, z]);
+        assert_eq!(run(EPOLL_CTL_ADD, Some(-errno::ENOMEM)), [n, u]);
+        assert_eq!(run(EPOLL_CTL_ADD, Some(-errno::EINVAL)), [u, u]);
+        assert_eq!(run(EPOLL_CTL_ADD, None), [u, u]);
+        // Refused before ep_insert, or another operation.
+        assert_eq!(run(EPOLL_CTL_ADD, Some(-17)), [z, z]);
+        assert_eq!(run(EPOLL_CTL_ADD, Some(-errno::EBADF)), [z, z]);
+        assert_eq!(run(2, Some(0)), [z, z]);
     }
 
     #[test]

@@ -43,6 +43,7 @@ pub mod errno {
     pub const ENOMEM: i64 = 12;
     pub const EFAULT: i64 = 14;
     pub const EINVAL: i64 = 22;
+    pub const ENOSPC: i64 = 28;
     /// Kernel-internal restart codes: visible at the `sys_exit` tracepoint, which fires before
     /// signal delivery turns them into `EINTR` or a restart.
     pub const ERESTARTSYS: i64 = 512;

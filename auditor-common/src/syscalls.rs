@@ -134,6 +134,7 @@ syscalls! {
     EpollWait = "epoll_wait" { enter: true, exit: true, logged: true, args: &["epfd", "events", "maxevents", "timeout"] },
     EpollPwait = "epoll_pwait" { enter: true, exit: true, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
     EpollPwait2 = "epoll_pwait2" { enter: true, exit: true, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
+    EpollCtl = "epoll_ctl" { enter: true, exit: true, logged: true, args: &["epfd", "op", "fd", "event"] },
     Close = "close" { exit: true, logged: true, args: &["fd"] },
     Read = "read" { enter: true, args: &["fd", "buf", "count"] },
     Write = "write" { enter: true, args: &["fd", "buf", "count"] },

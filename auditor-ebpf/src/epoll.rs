@@ -3,7 +3,7 @@
 
 use auditor_common::{
     Syscall, UNFOLLOWED_RETURN,
-    epoll::{self, EpollWaitCall},
+    epoll::{self, EpollCtlCall, EpollWaitCall},
     prelude::{Prelude, Timeout},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -114,4 +114,35 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
     };
     epoll::epoll_wait(&mut row, &call);
     tally::call(syscall);
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_epoll_ctl")]
+pub fn epoll_ctl_enter(ctx: TracePointContext) -> u32 {
+    if let Some(process) = target::current() {
+        let op = arg!(&ctx, EpollCtl, "op") as i32;
+        let pending = Pending::new(process, op as u64, 0, Prelude::Passes, Timeout::Infinite);
+        if !stash(&pending)
+            && let Some(mut row) = Row::of(&process)
+        {
+            // No room to follow the call to its exit: counted without its return value.
+            epoll::epoll_ctl(&mut row, &EpollCtlCall { op, ret: None });
+            tally::call(Syscall::EpollCtl);
+        }
+    }
+    0
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_epoll_ctl")]
+pub fn epoll_ctl_exit(ctx: TracePointContext) -> u32 {
+    if let Some(pending) = take_pending()
+        && let Some(mut row) = Row::of(&pending.process)
+    {
+        let call = EpollCtlCall {
+            op: pending.arg as i32,
+            ret: Some(exit_ret(&ctx)),
+        };
+        epoll::epoll_ctl(&mut row, &call);
+        tally::call(Syscall::EpollCtl);
+    }
+    0
 }

@@ -78,6 +78,24 @@ fn dup_sites_both_ways_from_a_log() {
     );
 }
 
+/// epoll_ctl's sites from a log: the steps of `trace.rs`'s test.
+#[test]
+#[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
+fn epoll_ctl_sites_from_a_log() {
+    let report =
+        assert_attached_log_exact("wait epoll_ctl:5 epoll-paths:502 epoll_ctl:2 epoll-paths:4");
+    // 5 + 502 + 2 + 4 adds not nested, 500 + 4 nested ones within the limit, 2 refused for
+    // their paths (unreadable).
+    assert_eq!(
+        json_counts(&report, "epoll_ctl.watches_exhausted"),
+        Counts::new(0, 1017, 2)
+    );
+    assert_eq!(
+        json_counts(&report, "epoll_ctl.too_many_paths"),
+        Counts::new(0, 1017, 2)
+    );
+}
+
 /// A dup2 of a closed fd fails with EBADF, which a log cannot tell from the limit's or
 /// the growth's: unreadable at both of ksys_dup3's later tests (the probe, reading the
 /// table, decides them: `trace.rs`).

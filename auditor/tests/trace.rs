@@ -212,6 +212,18 @@ fn growth_past_fs_nr_open_both_ways() {
     assert_attached_exact("wait dupfd:1:512 dupfd-emfile:1:970 dupfd-emfile:1:1005");
 }
 
+/// epoll_ctl.watches_exhausted and epoll_ctl.too_many_paths: adds within the quota,
+/// nested or not (neither taken), and the adds past 500 wake-up paths of depth 1 from one
+/// eventfd (EINVAL: unreadable, as the return does not tell it from earlier tests').
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn epoll_ctl_sites_both_ways() {
+    assert_attached_exact(EPOLL_CTL_STEPS);
+}
+
+/// The steps of the tests of epoll_ctl's sites (the strace one is in `ingest.rs`).
+const EPOLL_CTL_STEPS: &str = "wait epoll_ctl:5 epoll-paths:502 epoll_ctl:2 epoll-paths:4";
+
 /// The steps of the tests of the open checks (the strace one is in `ingest.rs`).
 const OPEN_CHECKS: &str = "wait open:3 open-badflags:2 openat2:2:24 openat2:3:12 openat2:1:8192 \
                            openat2:1:32 openat2-badmode:2";

@@ -56,13 +56,9 @@ rows! {
         "an allocation failure, once per wait queue the target's ->poll adds: a number no syscall shows";
     "fs/eventpoll.c" "ep_attach_file" ["unlikely(!head)"] NotDecidable
         "a race: another epoll attached to the file between the unlocked look and the lock";
-    "fs/eventpoll.c" "ep_alloc_epitem" ["unlikely(percpu_counter_compare(&ep->user->epoll_watches"] NotYet
-        "EPOLL_CTL_ADD beyond the user's max_user_watches: -ENOSPC, which nothing else in epoll_ctl returns";
     "fs/eventpoll.c" "ep_alloc_epitem" ["GFP_KERNEL); if (unlikely(!epi))"] NotDecidable ALLOCATION;
     "fs/eventpoll.c" "ep_register_epitem" ["error = ep_attach_file(tfile, epi); if (unlikely(error", "unlikely(attach_epitem(tfile, epi) < 0"] NotDecidable
         "attaching the item failed, which only an allocation does (-ENOMEM, which has other sources)";
-    "fs/eventpoll.c" "ep_insert" ["unlikely(full_check && reverse_path_check("] NotYet
-        "EPOLL_CTL_ADD into nested epolls with too many wake-up paths (-EINVAL): the return and the files the fds name decide it";
     "fs/eventpoll.c" "ep_insert" ["unlikely(!epq.epi)"] NotDecidable ALLOCATION;
     "fs/eventpoll.c" "ep_loop_check_proc" ["unlikely(is_file_epoll(epi->ffd.file))"] NotDecidable
         "once per item of every epoll the loop check visits: their contents are kernel state no syscall shows";

@@ -241,6 +241,10 @@ pub fn expected(steps: &[Step]) -> Vec<Expected> {
     // The set-up after exec places the layout's fds with `highest_pool_fd` dup2 calls,
     // each of two fds (see `run::Fds::open`).
     steps::dup::dup2s(&mut processes[0], layout.highest_pool_fd as u32, 0);
+    // ... and adds an eventfd to the epoll fd of the epoll steps.
+    if layout.epoll {
+        steps::epoll::added(&mut processes[0], 1);
+    }
     processes
 }
 

@@ -17,6 +17,9 @@
 //! - `epoll_wait:CALLS:MAXEVENTS[:TIMEOUT_MS]`, `epoll_pwait:…`, `epoll_pwait2:…`: waits
 //!   on an epoll fd with one ready eventfd (MAXEVENTS <= 0 is refused with EINVAL).
 //! - `epoll-ebadf:CALLS`: epoll_wait on an fd that is not open (EBADF).
+//! - `epoll_ctl:CALLS`: an epoll fd and CALLS eventfds added to it (EPOLL_CTL_ADD).
+//! - `epoll-paths:EPOLLS`: an eventfd watched by EPOLLS epoll fds, each then added to one
+//!   more (EINVAL for the 501st and later: too many wake-up paths of depth 1).
 //! - `close:OK:BAD`: OK closes of fds opened for it, BAD closes of fd -1 (EBADF).
 //! - `open:CALLS`, `dup:CALLS`, `dupfd:CALLS:START`: allocations (openat of /dev/null, dup
 //!   of fd 3, fcntl F_DUPFD from START) whose fds stay open.
@@ -300,7 +303,7 @@ mod tests {
     fn steps_round_trip() {
         let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-sparse:2:300 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
-                    epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 \
+                    epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 epoll_ctl:2 epoll-paths:3 \
                     close:3:1 open:2 open-enoent:1 open-emfile:2 open-badflags:1 openat2:2:24 openat2-badmode:1 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 dupfd-emfile:1:2000 close-fd:70 dup2:3:1 dup3:4:1:2 dup2-closed:2 chmod:2 fchmodat2:3:1 memfd_create:2 signalfd4:1 inotify_init:1 fork thread wait \
                     sleep:5";
         let steps = parse(text).unwrap();

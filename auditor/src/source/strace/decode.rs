@@ -6,7 +6,7 @@
 
 use auditor_common::{
     Syscall,
-    epoll::EpollWaitCall,
+    epoll::{EpollCtlCall, EpollWaitCall},
     errno,
     open::{self, OpenHow},
     poll::{EntryScan, PollCall, PollFd},
@@ -110,6 +110,7 @@ fn errno_value(name: &str) -> Option<i64> {
         "ENOMEM" => errno::ENOMEM,
         "EFAULT" => errno::EFAULT,
         "EINVAL" => errno::EINVAL,
+        "ENOSPC" => errno::ENOSPC,
         "EMFILE" => errno::EMFILE,
         "ERESTARTSYS" => errno::ERESTARTSYS,
         "ERESTARTNOINTR" => errno::ERESTARTNOINTR,
@@ -398,6 +399,26 @@ pub fn allocation(record: &Record<&str>, syscall: Syscall) -> Result<Allocation,
         allocates,
         empty_name,
         ret,
+    })
+}
+
+/// epoll_ctl(epfd, EPOLL_CTL_ADD, fd, {events=..., data=...}): the operation and the
+/// return value (None if the log shows none).
+pub fn epoll_ctl(record: &Record<&str>) -> Result<EpollCtlCall, Undecodable> {
+    let [_, op] = first_args(record.args);
+    let op = arg(op, "op")?;
+    let op = match op {
+        "EPOLL_CTL_ADD" => 1,
+        "EPOLL_CTL_DEL" => 2,
+        "EPOLL_CTL_MOD" => 3,
+        number => line::integer::<i32>(number).ok_or_else(|| Undecodable::Number {
+            what: "op",
+            text: number.to_string(),
+        })?,
+    };
+    Ok(EpollCtlCall {
+        op,
+        ret: kernel_return(record),
     })
 }
 

@@ -1,4 +1,4 @@
-//! epoll_wait, epoll_pwait and epoll_pwait2 steps.
+//! epoll_wait, epoll_pwait, epoll_pwait2 and epoll_ctl steps.
 
 use std::fmt;
 
@@ -7,8 +7,8 @@ use auditor_common::{Site, Syscall};
 use super::{Family, pointer, timeout, timespec};
 use crate::workload::{
     Fields, Layout, StepError,
-    expected::{Expected, Table},
-    run::{Fds, Result, bail, repeat},
+    expected::{Expected, Prepared, Table},
+    run::{Fds, Result, bail, ensure, repeat},
 };
 
 /// `epoll_wait:CALLS:MAXEVENTS[:TIMEOUT_MS]`, `epoll_pwait:…`, `epoll_pwait2:…`: waits on
@@ -28,6 +28,17 @@ pub enum Epoll {
     /// hinted check of the arguments).
     BadFd {
         calls: u32,
+    },
+    /// `epoll_ctl:CALLS`: an epoll fd and CALLS eventfds, each added to it
+    /// (EPOLL_CTL_ADD), all kept open.
+    Ctl {
+        calls: u32,
+    },
+    /// `epoll-paths:EPOLLS`: one eventfd watched by EPOLLS epoll fds, each of which is then
+    /// added to one more epoll fd: past 500 wake-up paths of depth 1 from the eventfd the
+    /// adds are refused (EINVAL), so the 501st and later; all kept open.
+    Paths {
+        epolls: u32,
     },
 }
 
@@ -53,6 +64,25 @@ impl Family for Epoll {
                     maxevents: f.number(1, "MAXEVENTS", None)?,
                     timeout_ms: f.number(2, "TIMEOUT_MS", Some(0))?,
                 })
+            }
+            "epoll_ctl" | "epoll-paths" => {
+                f.at_most(1)?;
+                let count: u32 = f.number(
+                    0,
+                    if kind == "epoll_ctl" {
+                        "CALLS"
+                    } else {
+                        "EPOLLS"
+                    },
+                    None,
+                )?;
+                if kind == "epoll_ctl" {
+                    Epoll::Ctl { calls: count }
+                } else if count == 0 {
+                    return Err(f.error("EPOLLS must be at least 1"));
+                } else {
+                    Epoll::Paths { epolls: count }
+                }
             }
             "epoll-ebadf" => {
                 f.at_most(1)?;
@@ -80,10 +110,35 @@ impl Family for Epoll {
                     )
                 }
             }),
+            Epoll::Ctl { calls } => {
+                let epoll = epoll_fd()?;
+                repeat(calls, None, || match eventfd() {
+                    Ok(fd) => add(epoll, fd),
+                    Err(_) => -1,
+                })
+            }
+            Epoll::Paths { epolls } => {
+                let watched = eventfd()?;
+                let mut epolls_watching = Vec::new();
+                for _ in 0..epolls {
+                    let epoll = epoll_fd()?;
+                    ensure!(add(epoll, watched) == 0, "epoll_ctl failed");
+                    epolls_watching.push(epoll);
+                }
+                let nesting = epoll_fd()?;
+                let (allowed, refused) =
+                    epolls_watching.split_at(PATHS_OF_DEPTH_1.min(epolls) as usize);
+                allowed
+                    .iter()
+                    .try_for_each(|&epoll| repeat(1, None, || add(nesting, epoll)))?;
+                refused
+                    .iter()
+                    .try_for_each(|&epoll| repeat(1, Some(libc::EINVAL), || add(nesting, epoll)))
+            }
         }
     }
 
-    fn expect(&self, e: &mut Expected, _: &Layout, _: &mut Table) {
+    fn expect(&self, e: &mut Expected, _: &Layout, table: &mut Table) {
         match *self {
             Epoll::Wait(waits) => {
                 let calls = u64::from(waits.calls);
@@ -95,7 +150,80 @@ impl Family for Epoll {
             }
             // The fd is looked up before the hinted check: nothing is evaluated.
             Epoll::BadFd { calls } => e.calls[Syscall::EpollWait] += u64::from(calls),
+            Epoll::Ctl { calls } => {
+                made(e, table, Syscall::EpollCreate1, 1);
+                made(e, table, Syscall::Eventfd2, calls);
+                added(e, u64::from(calls));
+            }
+            Epoll::Paths { epolls } => {
+                made(e, table, Syscall::Eventfd2, 1);
+                made(e, table, Syscall::EpollCreate1, epolls + 1);
+                // Not nested: the paths test does not run (full_check is 0). Nested: it
+                // runs, and refuses the adds past the limit with EINVAL, which earlier
+                // tests return too: neither source tells which, so both of ep_insert's
+                // tests are unreadable there.
+                added(e, u64::from(epolls));
+                let allowed = PATHS_OF_DEPTH_1.min(epolls);
+                added(e, u64::from(allowed));
+                let refused = u64::from(epolls - allowed);
+                e.calls[Syscall::EpollCtl] += refused;
+                e.add(Site::EpollWatchesExhausted, 0, 0, refused);
+                e.add(Site::EpollTooManyPaths, 0, 0, refused);
+            }
         }
+    }
+}
+
+/// fs/eventpoll.c's `path_limits[1]`: wake-up paths of depth 1 a file may have.
+const PATHS_OF_DEPTH_1: u32 = 500;
+
+/// `count` fds made by `syscall` (eventfd2, epoll_create1: through FD_PREPARE), kept.
+fn made(e: &mut Expected, table: &mut Table, syscall: Syscall, count: u32) {
+    e.calls[syscall] += u64::from(count);
+    for _ in 0..count {
+        table.allocate_lowest(e);
+        e.prepared(syscall, Prepared::Published);
+    }
+}
+
+/// `calls` EPOLL_CTL_ADD of fds not yet watched, within the user's watch quota.
+pub(in crate::workload) fn added(e: &mut Expected, calls: u64) {
+    e.calls[Syscall::EpollCtl] += calls;
+    e.all(Site::EpollWatchesExhausted, calls, false);
+    e.all(Site::EpollTooManyPaths, calls, false);
+}
+
+/// A new epoll fd (kept open).
+fn epoll_fd() -> Result<libc::c_long> {
+    // SAFETY: no pointers; the fd is the workload's.
+    let fd = unsafe { libc::syscall(libc::SYS_epoll_create1, 0) };
+    ensure!(fd >= 0, "epoll_create1 failed");
+    Ok(fd)
+}
+
+/// A new eventfd (kept open).
+fn eventfd() -> Result<libc::c_long> {
+    // SAFETY: no pointers; the fd is the workload's.
+    let fd = unsafe { libc::syscall(libc::SYS_eventfd2, 0, 0) };
+    ensure!(fd >= 0, "eventfd2 failed");
+    Ok(fd)
+}
+
+/// epoll_ctl(epoll, EPOLL_CTL_ADD, fd, EPOLLIN).
+fn add(epoll: libc::c_long, fd: libc::c_long) -> libc::c_long {
+    let mut event = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: fd as u64,
+    };
+    // SAFETY: the event lives across the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_epoll_ctl,
+            epoll,
+            libc::EPOLL_CTL_ADD,
+            fd,
+            &raw mut event,
+        )
     }
 }
 
@@ -158,6 +286,8 @@ impl fmt::Display for Epoll {
                 timeout(waits.timeout_ms)
             ),
             Epoll::BadFd { calls } => write!(f, "epoll-ebadf:{calls}"),
+            Epoll::Ctl { calls } => write!(f, "epoll_ctl:{calls}"),
+            Epoll::Paths { epolls } => write!(f, "epoll-paths:{epolls}"),
         }
     }
 }

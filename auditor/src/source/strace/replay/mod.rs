@@ -116,6 +116,9 @@ impl Replay {
             Syscall::EpollWait | Syscall::EpollPwait | Syscall::EpollPwait2 => {
                 decode::epoll_wait(record).map(|call| epoll::epoll_wait(recorder, &call))
             }
+            Syscall::EpollCtl => {
+                decode::epoll_ctl(record).map(|call| epoll::epoll_ctl(recorder, &call))
+            }
             Syscall::Close => decode::close(record).map(|(_, ret)| {
                 close::close(recorder, ret);
             }),
