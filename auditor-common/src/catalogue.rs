@@ -192,6 +192,13 @@ macro_rules! catalogue {
 }
 
 const SELECT: &[Syscall] = &[Syscall::Select, Syscall::Pselect6];
+/// The syscalls whose one fd's lookup the probe reads the table for.
+const SINGLE_LOOKUP: &[Syscall] = &[
+    Syscall::Read,
+    Syscall::Write,
+    Syscall::Recvmsg,
+    Syscall::Sendmsg,
+];
 const POLL: &[Syscall] = &[Syscall::Poll, Syscall::Ppoll];
 const EPOLL_WAIT: &[Syscall] = &[
     Syscall::EpollWait,
@@ -506,6 +513,91 @@ catalogue! {
             Syscall::Sendmsg,
         ],
         source: &[written_negated("&files->count) == 1")],
+        decided: Decided::TaskState,
+    }
+    // fs/file.c: the lookup of a syscall's one fd (fdget, fdget_pos), and fdput.
+    FgetLightPathOnly {
+        id: "fget.light_path_only",
+        function: "__fget_light",
+        file: "fs/file.c",
+        condition: "an unshared table's file is O_PATH, which the lookup does not hand out",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::FdLookup,
+        syscalls: SINGLE_LOOKUP,
+        source: &[written("file->f_mode & mask")],
+        decided: Decided::TaskState,
+    }
+    FgetRcuNoFile {
+        id: "fget.rcu_no_file",
+        function: "__fget_files_rcu",
+        file: "fs/file.c",
+        condition: "a shared table holds no file at the fd",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::FdLookup,
+        syscalls: SINGLE_LOOKUP,
+        source: &[written("if (unlikely(!file)) return NULL")],
+        decided: Decided::TaskState,
+    }
+    FgetRcuPathOnly {
+        id: "fget.rcu_path_only",
+        function: "__fget_files_rcu",
+        file: "fs/file.c",
+        condition: "a shared table's file is O_PATH, which the lookup does not hand out",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::FdLookup,
+        syscalls: SINGLE_LOOKUP,
+        source: &[written("file->f_mode & mask")],
+        decided: Decided::TaskState,
+    }
+    FdgetPosFile {
+        id: "fdget_pos.file",
+        function: "fdget_pos",
+        file: "fs/file.c",
+        condition: "the lookup handed out a file: the fd is open and not O_PATH",
+        hint: Hint::Likely,
+        hint_since: "> 6.12",
+        unit: Unit::FdLookup,
+        syscalls: &[Syscall::Read, Syscall::Write],
+        source: &[written("file) && file_needs_f_pos_lock"), written("file && file_needs_f_pos_lock")],
+        decided: Decided::TaskState,
+    }
+    FdputCloned {
+        id: "fdput.cloned",
+        function: "fdput",
+        file: "include/linux/file.h",
+        condition: "the lookup took a reference (a shared table), dropped at the end of the call",
+        hint: Hint::Unlikely,
+        hint_since: "> 6.12",
+        unit: Unit::FdLookup,
+        syscalls: SINGLE_LOOKUP,
+        source: &[written("fd.word & FDPUT_FPUT")],
+        decided: Decided::TaskState,
+    }
+    CloseNotPathOnly {
+        id: "close.not_path_only",
+        function: "filp_flush",
+        file: "fs/open.c",
+        condition: "the file closed is not O_PATH (dnotify and POSIX locks are flushed)",
+        hint: Hint::Likely,
+        hint_since: "<= 6.1",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Close],
+        source: &[written("!(filp->f_mode & FMODE_PATH)")],
+        decided: Decided::TaskState,
+    }
+    FcntlPathOnly {
+        id: "fcntl.path_only",
+        function: "sys_fcntl",
+        file: "fs/fcntl.c",
+        condition: "fcntl on an O_PATH fd (its commands then are checked: -EBADF for most)",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::Call,
+        syscalls: &[Syscall::Fcntl],
+        source: &[written("->f_mode & FMODE_PATH")],
         decided: Decided::TaskState,
     }
     // fs/file.c: sys_dup2 -> ksys_dup3, sys_dup3 -> ksys_dup3.

@@ -40,10 +40,25 @@ pub const fn table_shared(files_count: u32) -> bool {
     files_count > 1
 }
 
+/// include/linux/fs.h: a file opened with O_PATH, which `fdget()` does not hand out.
+pub const FMODE_PATH: u32 = 1 << 14;
+
+/// What an fd names in the task's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FdFile {
+    NotOpen,
+    Open {
+        /// Opened with O_PATH (`f_mode & FMODE_PATH`).
+        path_only: bool,
+    },
+}
+
 /// What the model may ask of the calling task's state, when the observer can read it.
 pub trait TaskState {
     /// `files->count > 1`: other tasks share the fd table (None: unknown).
     fn table_shared(&self) -> Option<bool>;
+    /// What `fd` names in the table (None: unknown).
+    fn fd_file(&self, fd: u32) -> Option<FdFile>;
 }
 
 /// An observer that reads no task state (a log).
@@ -52,6 +67,104 @@ pub struct Unseen;
 impl TaskState for Unseen {
     fn table_shared(&self) -> Option<bool> {
         None
+    }
+
+    fn fd_file(&self, _: u32) -> Option<FdFile> {
+        None
+    }
+}
+
+/// How a syscall looks its one fd up: `fdget()`, or `fdget_pos()` (read and write), which
+/// then tests the file it got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Fdget,
+    FdgetPos,
+}
+
+/// A syscall's lookup of its one `fd` (`__fget_light(fd, FMODE_PATH)`), and the `fdput()`
+/// at the end of its scope. On an unshared table the file found is tested for O_PATH; on
+/// a shared one `__fget_files_rcu` tests that there is a file, then its mode (its races
+/// with other threads are not modelled); `fdput()` drops a reference only the shared arm
+/// takes. Whatever the observer cannot read is undecided where it may have run.
+pub fn single_lookup<R: Recorder>(
+    recorder: &mut R,
+    fd: u32,
+    lookup: Lookup,
+    task: &impl TaskState,
+) {
+    fget(recorder, 1, Reached::Yes, task);
+    let shared = task.table_shared();
+    let file = task.fd_file(fd);
+    let path_only = match file {
+        Some(FdFile::Open { path_only }) => Some(path_only),
+        _ => None,
+    };
+    match shared {
+        Some(false) => {
+            if file != Some(FdFile::NotOpen) {
+                unlikely!(
+                    recorder,
+                    FgetLightPathOnly,
+                    Evaluation::from_known(path_only)
+                );
+            }
+        }
+        Some(true) => {
+            let missing = file.map(|file| file == FdFile::NotOpen);
+            unlikely!(recorder, FgetRcuNoFile, Evaluation::from_known(missing));
+            if missing != Some(true) {
+                unlikely!(recorder, FgetRcuPathOnly, Evaluation::from_known(path_only));
+            }
+        }
+        None => {
+            // Either arm: each test that may have run is undecided.
+            unlikely!(recorder, FgetLightPathOnly, Evaluation::Undecided);
+            unlikely!(recorder, FgetRcuNoFile, Evaluation::Undecided);
+            unlikely!(recorder, FgetRcuPathOnly, Evaluation::Undecided);
+        }
+    }
+    // The file handed out: open, and not O_PATH.
+    let found = file.map(|file| file == FdFile::Open { path_only: false });
+    if lookup == Lookup::FdgetPos {
+        likely!(recorder, FdgetPosFile, Evaluation::from_known(found));
+    }
+    let cloned = match (shared, found) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    };
+    unlikely!(recorder, FdputCloned, Evaluation::from_known(cloned));
+}
+
+/// `filp_flush()` of the file a close takes from `fd`: `likely(!(f_mode & FMODE_PATH))`,
+/// run only when there was a file.
+pub fn close_flush<R: Recorder>(recorder: &mut R, fd: u32, task: &impl TaskState) {
+    match task.fd_file(fd) {
+        Some(FdFile::NotOpen) => {}
+        Some(FdFile::Open { path_only }) => {
+            likely!(
+                recorder,
+                CloseNotPathOnly,
+                Evaluation::from_taken(!path_only)
+            );
+        }
+        None => {
+            likely!(recorder, CloseNotPathOnly, Evaluation::Undecided);
+        }
+    }
+}
+
+/// fcntl's `unlikely(fd_file(f)->f_mode & FMODE_PATH)`, once `fdget_raw()` found a file.
+pub fn fcntl_path_only<R: Recorder>(recorder: &mut R, fd: u32, task: &impl TaskState) {
+    match task.fd_file(fd) {
+        Some(FdFile::NotOpen) => {}
+        Some(FdFile::Open { path_only }) => {
+            unlikely!(recorder, FcntlPathOnly, Evaluation::from_taken(path_only));
+        }
+        None => {
+            unlikely!(recorder, FcntlPathOnly, Evaluation::Undecided);
+        }
     }
 }
 

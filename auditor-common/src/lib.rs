@@ -116,6 +116,14 @@ impl Evaluation {
             Evaluation::NotTaken
         }
     }
+
+    /// As [`Evaluation::from_taken`], `Undecided` for a value the observer could not read.
+    pub const fn from_known(taken: Option<bool>) -> Evaluation {
+        match taken {
+            Some(taken) => Evaluation::from_taken(taken),
+            None => Evaluation::Undecided,
+        }
+    }
 }
 
 /// Counts of one site's evaluations. `unreadable` counts evaluations whose direction the
@@ -272,6 +280,10 @@ pub struct TaskOffsets {
     pub files_next_fd: u32,
     /// `fdtable.open_fds`.
     pub fdt_open_fds: u32,
+    /// `fdtable.fd`: the array of `struct file *`.
+    pub fdt_fd: u32,
+    /// `file.f_mode`.
+    pub file_f_mode: u32,
     /// `task_struct.signal`.
     pub task_signal: u32,
     /// `signal_struct.rlim[RLIMIT_NOFILE].rlim_cur`.

@@ -289,6 +289,10 @@ mod tests {
         fn table_shared(&self) -> Option<bool> {
             Some(false)
         }
+
+        fn fd_file(&self, _: u32) -> Option<crate::fd::FdFile> {
+            None
+        }
     }
 
     fn call(n: i32, timeout: Timeout, max_fds: Option<u32>, ret: i64) -> SelectCall {

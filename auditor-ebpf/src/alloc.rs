@@ -172,7 +172,10 @@ fn exit(ctx: &TracePointContext) {
             ret,
         );
     }
-    if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
+    // fcntl's calls are counted at entry, all of them.
+    if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize)
+        && *syscall != Syscall::Fcntl
+    {
         tally::call(*syscall);
     }
 }
@@ -233,6 +236,7 @@ pub fn openat2_enter(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_fcntl")]
 pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
+    crate::fget::fcntl_entry(arg!(&ctx, Fcntl, "fd") as u32);
     let cmd = arg!(&ctx, Fcntl, "cmd") as u32 as u64;
     if cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC {
         // The start is an int; a negative one fails with EINVAL before allocating.

@@ -5,7 +5,7 @@
 use auditor_common::{
     COMM_LEN, TaskOffsets,
     dup::DupTable,
-    fd::{self, AllocStart, TaskState},
+    fd::{self, AllocStart, FdFile, TaskState},
 };
 use aya_ebpf::helpers::{bpf_probe_read_kernel, generated::bpf_get_current_task_btf};
 
@@ -17,6 +17,8 @@ static TASK_OFFSETS: TaskOffsets = TaskOffsets {
     fdt_max_fds: 0,
     files_next_fd: 0,
     fdt_open_fds: 0,
+    fdt_fd: 0,
+    file_f_mode: 0,
     task_signal: 0,
     signal_nofile: 0,
     signal_live: 0,
@@ -77,6 +79,37 @@ impl TaskState for Current {
     fn table_shared(&self) -> Option<bool> {
         files_count().map(fd::table_shared)
     }
+
+    fn fd_file(&self, fd: u32) -> Option<FdFile> {
+        fd_file(fd)
+    }
+}
+
+/// What `fdt->fd[fd]` holds: no file, or one and whether it is O_PATH.
+pub fn fd_file(fd: u32) -> Option<FdFile> {
+    let offsets = offsets()?;
+    let fdt = fdtable(&offsets, files(&offsets)?)?;
+    let max_fds: u32 = fdt.load(offsets.fdt_max_fds);
+    if fd >= max_fds {
+        return Some(FdFile::NotOpen);
+    }
+    let array: u64 = fdt.load(offsets.fdt_fd);
+    let file = read_word(array + u64::from(fd) * 8)?;
+    if file == 0 {
+        return Some(FdFile::NotOpen);
+    }
+    let mode = read_u32(file + u64::from(offsets.file_f_mode))?;
+    Some(FdFile::Open {
+        path_only: mode & fd::FMODE_PATH != 0,
+    })
+}
+
+/// The `u32` at a kernel `address` (a file's f_mode: a pointer read from the fd array
+/// is no BTF-typed object).
+#[inline(never)]
+fn read_u32(address: u64) -> Option<u32> {
+    // SAFETY: bpf_probe_read_kernel checks the address; a fault is an Err.
+    unsafe { bpf_probe_read_kernel(address as *const u32) }.ok()
 }
 
 /// `atomic_read(&current->signal->live) == 0`: every task of the current thread group has

@@ -224,6 +224,18 @@ fn epoll_ctl_sites_both_ways() {
 /// The steps of the tests of epoll_ctl's sites (the strace one is in `ingest.rs`).
 const EPOLL_CTL_STEPS: &str = "wait epoll_ctl:5 epoll-paths:502 epoll_ctl:2 epoll-paths:4";
 
+/// fget.light_path_only, fget.rcu_no_file, fget.rcu_path_only, fdget_pos.file,
+/// fdput.cloned, close.not_path_only and fcntl.path_only, both ways each: reads of open
+/// fds, of O_PATH ones and of closed ones, with the table the process's own and then
+/// shared with a thread; fcntl and close of O_PATH fds (and of others, in `close`).
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn fd_state_sites_both_ways() {
+    assert_attached_exact(
+        "wait read:2 opath:3 read-closed:2 close:2:1 thread read:3 opath:2 read-closed:4",
+    );
+}
+
 /// The steps of the tests of the open checks (the strace one is in `ingest.rs`).
 const OPEN_CHECKS: &str = "wait open:3 open-badflags:2 openat2:2:24 openat2:3:12 openat2:1:8192 \
                            openat2:1:32 openat2-badmode:2";
@@ -376,12 +388,12 @@ fn duration_ends_a_session_and_stops_the_command() {
     let session = trace::trace(&target).unwrap();
     // The workload slept the whole time and was sent SIGTERM: nothing but the dynamic
     // loader's and set-up's calls was counted (how many opens depends on the loader's
-    // search path).
+    // search path; set-up tests which fds are open with fcntl).
     let calls: Vec<(&str, u64)> = session.observation.tally.calls().collect();
     assert!(
         calls
             .iter()
-            .all(|(name, _)| ["close", "read", "openat", "dup2"].contains(name)),
+            .all(|(name, _)| ["close", "read", "openat", "dup2", "fcntl"].contains(name)),
         "{calls:?}"
     );
     assert!(session.observation.elapsed >= Duration::from_millis(300));

@@ -79,19 +79,11 @@ rows! {
         "a race: the file's last reference went at that moment";
     "fs/file.c" "__fget_files_rcu" ["unlikely(fd >= fdt->max_fds)"] NotYet
         "an fd beyond the table (6.1): the fd and the table's size (task state) decide it";
-    "fs/file.c" "__fget_files_rcu" ["if (unlikely(!file)) return NULL"] NotYet
-        "the fd is not open (lookups on a shared table, dup2(fd, fd)): the table (task state) or -EBADF decide it";
     "fs/file.c" "__fget_files_rcu" ["unlikely(!file_ref_get(&file->f_ref))", "unlikely(!get_file_rcu(file))"] NotDecidable
         "a race: the file's last reference went at that moment";
     "fs/file.c" "__fget_files_rcu" ["unlikely(file != rcu_dereference_raw(*fdentry))", "unlikely(rcu_dereference_raw(*fdentry) != file)"] NotDecidable
         "a race: another thread replaced the fd during the lookup";
     "fs/file.c" "__fget_files_rcu" ["unlikely(rcu_dereference_raw(files->fdt) != fdt)"] NotDecidable RACE_RESIZE;
-    "fs/file.c" "__fget_files_rcu" ["unlikely(file->f_mode & mask)"] NotYet
-        "an O_PATH fd given where the lookup refuses them (shared table): the file's f_mode (task state) decides it";
-    "fs/file.c" "__fget_light" ["!file || unlikely(file->f_mode & mask)"] NotYet
-        "an O_PATH fd given where the lookup refuses them (unshared table): the file's f_mode (task state) decides it";
-    "fs/file.c" "fdget_pos" ["likely(file) && file_needs_f_pos_lock"] NotYet
-        "the fd given to read, write, lseek or getdents is open and not O_PATH: the table (task state) decides it";
     "fs/file.c" "replace_fd" ["err = expand_files(files, fd); if (unlikely(err < 0"] NotYet
         "seccomp's ADDFD ioctl (SETFD) or the core-dump helper placing an fd at or over fs.nr_open, or the table's growth failing";
     // fs/open.c
@@ -118,22 +110,16 @@ rows! {
         "whether the file's driver has write methods: its file_operations, kernel state";
     "fs/open.c" "dentry_create" ["if (unlikely(error)) { fput(f);"] NotDecidable
         "called by nfsd only, never from a syscall (6.1)";
-    "fs/open.c" "filp_flush" ["likely(!(filp->f_mode & FMODE_PATH))"] NotYet
-        "the fd being closed is not O_PATH: its file's f_mode (task state) decides it";
     "fs/open.c" "sys_close" ["unlikely(retval == -ERESTARTSYS"] NotYet
         "the file's flush asked for a restart (6.1): close then returns -EINTR, which flush may also return itself";
     // fs/fcntl.c
     "fs/fcntl.c" "file_f_owner_allocate" ["unlikely(cmpxchg(&file->f_owner, NULL, f_owner))"] NotDecidable
         "a race: another thread set the file's owner at that moment";
-    "fs/fcntl.c" "sys_fcntl" ["unlikely(fd_file(f)->f_mode & FMODE_PATH)", "unlikely(f.file->f_mode & FMODE_PATH)"] NotYet
-        "fcntl on an O_PATH fd: its file's f_mode (task state) decides it";
     "fs/fcntl.c" "sys_fcntl64" ["unlikely(fd_file(f)->f_mode & FMODE_PATH)", "unlikely(f.file->f_mode & FMODE_PATH)"] NotDecidable
         "built only where BITS_PER_LONG is 32: not in a 64-bit kernel";
     "fs/fcntl.c" "do_compat_fcntl64" ["unlikely(fd_file(f)->f_mode & FMODE_PATH)", "unlikely(f.file->f_mode & FMODE_PATH)"] NotDecidable
         "compat (32-bit) syscalls: the syscall tracepoints do not fire for them";
     // include/linux/file.h
-    "include/linux/file.h" "fdput" ["unlikely(fd.word & FDPUT_FPUT)"] NotYet
-        "the lookup took a reference (a shared table, fget.table_shared) of an open fd: per fdput, task state decides it";
     "include/linux/file.h" "class_fd_prepare_destructor" ["unlikely(fdf->__fd >= 0)"] NotYet
         "an fd was allocated and the file was not made (FD_PREPARE): the allocation and the syscall's error decide it";
     "include/linux/file.h" "class_fd_prepare_destructor" ["unlikely(!IS_ERR_OR_NULL(fdf->__file))"] NotYet

@@ -90,6 +90,8 @@ fn task_offsets() -> Result<TaskOffsets, String> {
         fdt_max_fds: offset("fdtable", "max_fds")?,
         files_next_fd: offset("files_struct", "next_fd")?,
         fdt_open_fds: offset("fdtable", "open_fds")?,
+        fdt_fd: offset("fdtable", "fd")?,
+        file_f_mode: offset("file", "f_mode")?,
         task_signal: offset("task_struct", "signal")?,
         signal_nofile: offset("signal_struct", "rlim")? + RLIMIT_NOFILE * 16,
         signal_live: offset("signal_struct", "live")?,

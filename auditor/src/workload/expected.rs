@@ -231,6 +231,45 @@ impl Expected {
     pub(super) fn lookups(&mut self, count: u64, shared: bool) {
         self.all(Site::FgetTableShared, count, shared);
     }
+
+    /// `count` reads of an open fd (not O_PATH): `fdget_pos()` — `__fget_light()` on the
+    /// table, tests of the file found (its mode on an unshared table; that it is there,
+    /// then its mode, on a shared one), then that a file was handed out — and the
+    /// `fdput()` at the end, which drops a reference only a shared table's lookup took.
+    pub fn reads(&mut self, count: u64, shared: bool) {
+        self.reads_of(count, shared, Some(false));
+    }
+
+    /// [`Expected::reads`] of an fd whose file is O_PATH (`Some(true)`), not O_PATH
+    /// (`Some(false)`) or which is not open (None): only a file that is not O_PATH is
+    /// handed out (else -EBADF).
+    pub(super) fn reads_of(&mut self, count: u64, shared: bool, path_only: Option<bool>) {
+        self.calls[Syscall::Read] += count;
+        self.lookups(count, shared);
+        if shared {
+            self.all(Site::FgetRcuNoFile, count, path_only.is_none());
+            if let Some(path_only) = path_only {
+                self.all(Site::FgetRcuPathOnly, count, path_only);
+            }
+        } else if let Some(path_only) = path_only {
+            self.all(Site::FgetLightPathOnly, count, path_only);
+        }
+        let handed_out = path_only == Some(false);
+        self.all(Site::FdgetPosFile, count, handed_out);
+        self.all(Site::FdputCloned, count, shared && handed_out);
+    }
+
+    /// `count` closes of open fds (not O_PATH): `filp_flush()` tests the file's mode.
+    pub fn closes(&mut self, count: u64) {
+        self.calls[Syscall::Close] += count;
+        self.all(Site::CloseNotPathOnly, count, true);
+    }
+
+    /// `count` fcntl calls on open fds, O_PATH ones when `path_only`.
+    pub(super) fn fcntls(&mut self, count: u64, path_only: bool) {
+        self.calls[Syscall::Fcntl] += count;
+        self.all(Site::FcntlPathOnly, count, path_only);
+    }
 }
 
 /// What each process of the workload must count: index 0 is the process started, index i

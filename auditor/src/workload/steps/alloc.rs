@@ -251,6 +251,10 @@ impl Family for Alloc {
                 allocated_and_released(e, table, calls, Syscall::Openat, Prepared::FileFailed);
             }
             Alloc::OpenOverLimit { calls } => {
+                // The lowest free fd is found with F_GETFD: one fcntl of each open fd
+                // below it, and one of it (no file: not tested).
+                e.fcntls(u64::from(table.lowest_free()), false);
+                e.calls[Syscall::Fcntl] += 1;
                 e.calls[Syscall::Openat] += u64::from(calls);
                 opens_checked(e, calls);
                 // The limit is the first free fd: the search finds it and it is past `end`.
@@ -296,13 +300,13 @@ impl Family for Alloc {
                 }
             }
             Alloc::DupFd { calls, start } => {
-                e.calls[Syscall::Fcntl] += u64::from(calls);
+                e.fcntls(u64::from(calls), false);
                 for _ in 0..calls {
                     table.allocate(e, start, u64::MAX).expect("room for an fd");
                 }
             }
             Alloc::DupFdOverLimit { calls, start } => {
-                e.calls[Syscall::Fcntl] += u64::from(calls);
+                e.fcntls(u64::from(calls), false);
                 for _ in 0..calls {
                     let fd = table.allocate(e, start, u64::MAX);
                     assert_eq!(fd, None, "EMFILE expected");

@@ -1,4 +1,4 @@
-//! close steps.
+//! close steps, and the O_PATH and closed fds that reads, fcntl and close find.
 
 use std::{fmt, os::fd::IntoRawFd};
 
@@ -17,6 +17,14 @@ pub enum Close {
     Calls { ok: u32, bad: u32 },
     /// `close-fd:FD`: close of one fd the workload opened.
     Fd { fd: u32 },
+    /// `opath:CALLS`: CALLS times, an O_PATH open of /dev/null, a read of it (EBADF: the
+    /// lookup does not hand O_PATH files out), an fcntl F_GETFD of it (allowed) and its
+    /// close.
+    PathOnly { calls: u32 },
+    /// `read-closed:CALLS`: reads of an fd that is not open (EBADF).
+    ReadClosed { calls: u32 },
+    /// `read:CALLS`: reads of fd 3 (/dev/null: nothing to read).
+    Read { calls: u32 },
 }
 
 impl Family for Close {
@@ -29,6 +37,15 @@ impl Family for Close {
                     bad: f.number(1, "BAD", None)?,
                 }
             }
+            "opath" | "read-closed" | "read" => {
+                f.at_most(1)?;
+                let calls = f.number(0, "CALLS", None)?;
+                match kind {
+                    "opath" => Close::PathOnly { calls },
+                    "read" => Close::Read { calls },
+                    _ => Close::ReadClosed { calls },
+                }
+            }
             "close-fd" => {
                 f.at_most(1)?;
                 Close::Fd {
@@ -39,8 +56,36 @@ impl Family for Close {
         }))
     }
 
-    fn run(&self, _: &Fds) -> Result<()> {
+    fn run(&self, fds: &Fds) -> Result<()> {
+        let read = |fd: libc::c_long| {
+            let mut byte = 0u8;
+            // SAFETY: one byte of room; the call fails before reading anything.
+            unsafe { libc::syscall(libc::SYS_read, fd, &raw mut byte, 1) }
+        };
         match *self {
+            Close::PathOnly { calls } => (0..calls).try_for_each(|_| {
+                // SAFETY: a NUL-terminated path; the fd is the step's, closed below.
+                let fd = unsafe {
+                    libc::syscall(
+                        libc::SYS_openat,
+                        libc::AT_FDCWD,
+                        c"/dev/null".as_ptr(),
+                        libc::O_PATH | libc::O_CLOEXEC,
+                    )
+                };
+                ensure!(fd >= 0, "O_PATH open failed");
+                repeat(1, Some(libc::EBADF), || read(fd))?;
+                // SAFETY: F_GETFD only reads the fd's flags.
+                repeat(1, None, || unsafe {
+                    libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD)
+                })?;
+                // SAFETY: closes the fd opened above, which nothing else owns.
+                repeat(1, None, || unsafe { libc::syscall(libc::SYS_close, fd) })
+            }),
+            Close::ReadClosed { calls } => {
+                repeat(calls, Some(libc::EBADF), || read(fds.not_open.into()))
+            }
+            Close::Read { calls } => repeat(calls, None, || read(3)),
             Close::Calls { ok, bad } => {
                 for _ in 0..ok {
                     let fd = std::fs::File::open("/dev/null")?.into_raw_fd();
@@ -63,9 +108,10 @@ impl Family for Close {
     fn expect(&self, e: &mut Expected, _: &Layout, table: &mut Table) {
         match *self {
             Close::Calls { ok, bad } => {
-                e.calls[Syscall::Close] += u64::from(ok) + u64::from(bad);
+                e.closes(u64::from(ok));
+                e.calls[Syscall::Close] += u64::from(bad);
                 e.calls[Syscall::Openat] += u64::from(ok);
-                // A close of fd -1 fails with EBADF before the branch.
+                // A close of fd -1 fails with EBADF before the branches: there is no file.
                 e.all(Site::CloseOk, u64::from(ok), true);
                 // Each ok close is of a file opened for it.
                 super::alloc::opens_checked(e, ok);
@@ -77,8 +123,25 @@ impl Family for Close {
                     Prepared::Published,
                 );
             }
+            Close::PathOnly { calls } => {
+                for _ in 0..calls {
+                    e.calls[Syscall::Openat] += 1;
+                    super::alloc::opens_checked(e, 1);
+                    let fd = table.allocate_lowest(e);
+                    e.prepared(Syscall::Openat, Prepared::Published);
+                    e.reads_of(1, table.shared, Some(true));
+                    e.fcntls(1, true);
+                    // filp_flush skips dnotify and POSIX locks for it; close returns 0.
+                    e.calls[Syscall::Close] += 1;
+                    e.all(Site::CloseNotPathOnly, 1, false);
+                    e.all(Site::CloseOk, 1, true);
+                    table.close(fd);
+                }
+            }
+            Close::ReadClosed { calls } => e.reads_of(u64::from(calls), table.shared, None),
+            Close::Read { calls } => e.reads(u64::from(calls), table.shared),
             Close::Fd { fd } => {
-                e.calls[Syscall::Close] += 1;
+                e.closes(1);
                 e.all(Site::CloseOk, 1, true);
                 table.close(fd);
             }
@@ -91,6 +154,9 @@ impl fmt::Display for Close {
         match *self {
             Close::Calls { ok, bad } => write!(f, "close:{ok}:{bad}"),
             Close::Fd { fd } => write!(f, "close-fd:{fd}"),
+            Close::PathOnly { calls } => write!(f, "opath:{calls}"),
+            Close::ReadClosed { calls } => write!(f, "read-closed:{calls}"),
+            Close::Read { calls } => write!(f, "read:{calls}"),
         }
     }
 }
