@@ -45,6 +45,10 @@ fn generated() -> String {
             site.unit.name()
         ));
     }
+    table.push_str("\nSyscalls that allocate fds and are not followed (their allocations are missing from\nthe fd sites' counts):\n\n");
+    for (syscalls, why) in auditor_common::syscalls::NOT_FOLLOWED {
+        table.push_str(&format!("- {syscalls}: {why}.\n"));
+    }
     table
 }
 

@@ -143,7 +143,15 @@ pub fn write_sites_table(
     } else {
         Flavour::Text
     };
-    writeln!(out, "{}", styled(table, flavour, &[]))
+    writeln!(out, "{}", styled(table, flavour, &[]))?;
+    writeln!(
+        out,
+        "\nAllocating fds, not followed (their allocations are not in fd.*):"
+    )?;
+    for (syscalls, why) in auditor_common::syscalls::NOT_FOLLOWED {
+        writeln!(out, "- {syscalls}: {why}")?;
+    }
+    Ok(())
 }
 
 /// `unlikely (6.16)`, or `none`.
