@@ -56,15 +56,24 @@ pub mod kind {
     pub const MAP_CODE: u32 = 3;
 }
 
+/// A set of sites, a bit each (`1 << site`).
+pub type SiteBits = u64;
+
+/// The bit of `site` in a [`SiteBits`]; the catalogue fits in one (checked at build).
+pub const fn site_bit(site: crate::Site) -> SiteBits {
+    const { assert!(SITE_COUNT <= SiteBits::BITS as usize) };
+    1 << site as u32
+}
+
 /// The sites a call went the rare way at, with its evaluations of each: kept per CPU
 /// while the call is counted, then copied into its sample.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct RareSites {
     /// Bit `1 << site` for each site the call went the rare way at.
-    pub sites: u32,
+    pub sites: SiteBits,
     /// Bit `1 << site` for each site (that takes stacks) the call evaluated so far.
-    pub evaluated: u32,
+    pub evaluated: SiteBits,
     /// The call's evaluations, indexed by `Site`; meaningful where `sites` has the bit
     /// (written over at a site's first evaluation in a call).
     pub counts: [Counts; SITE_COUNT],
@@ -112,7 +121,8 @@ pub const PROT_EXEC: u64 = 4;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SampleKey {
     pub pid: u32,
-    pub sites: u32,
+    pub _pad: u32,
+    pub sites: SiteBits,
 }
 
 /// Indexes of the probe's per-CPU stack counters (`maps::STACK_STATS`).

@@ -11,8 +11,8 @@
 use auditor_common::{
     Counts, ProcessKey, SITE_COUNT, Site, maps,
     stacks::{
-        self, Budget, MappingEvent, PAGE, RareSites, STACK_PAGES, SampleKey, StackSample, kind,
-        pt_regs, stat,
+        self, Budget, MappingEvent, PAGE, RareSites, STACK_PAGES, SampleKey, SiteBits, StackSample,
+        kind, pt_regs, stat,
     },
 };
 use aya_ebpf::{
@@ -100,7 +100,7 @@ pub fn note(sites: *mut RareSites, site: Site, counts: &Counts, so_far: &Counts)
     let Some(slot) = sites.counts.get_mut(site as usize) else {
         return;
     };
-    let bit = 1 << site as u32;
+    let bit = stacks::site_bit(site);
     // SAFETY: a valid, aligned map value (read as the verifier cannot track it).
     if unsafe { core::ptr::read_volatile(&sites.evaluated) } & bit == 0 {
         *slot = *counts;
@@ -192,8 +192,12 @@ fn count(index: u32) {
 
 /// Whether sampling takes a call of `pid` that went the rare way at `sites` (a bit per
 /// site), counting it: calls are sampled per process and set of rare sites.
-fn sampled(pid: u32, sites: u32) -> bool {
-    let key = SampleKey { pid, sites };
+fn sampled(pid: u32, sites: SiteBits) -> bool {
+    let key = SampleKey {
+        pid,
+        _pad: 0,
+        sites,
+    };
     let slot = match SAMPLED.get_ptr_mut(key) {
         Some(slot) => slot,
         None => {

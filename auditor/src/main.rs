@@ -327,7 +327,10 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         stacks: match args.stacks {
             true => {
                 let options = args.output.options()?;
-                Some(auditor::stacks::Arms::of(|site| options.hint(site)))
+                // Stacks for the sites the report shows, of the arm their hint calls rare.
+                Some(auditor::stacks::Arms::of(|site| {
+                    options.shows(site).then(|| options.hint(site))
+                }))
             }
             false => None,
         },

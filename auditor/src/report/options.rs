@@ -76,6 +76,11 @@ impl Options {
         Ok(self)
     }
 
+    /// Whether the report shows `site` (`--site` keeps some only).
+    pub fn shows(&self, site: Site) -> bool {
+        self.sites.is_empty() || self.sites.contains(&site)
+    }
+
     /// The hint judged at `site`: the proposed one, else the catalogue's.
     pub fn hint(&self, site: Site) -> Hint {
         self.proposals

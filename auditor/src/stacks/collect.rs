@@ -207,7 +207,7 @@ impl Unwinding {
         let pid = sample.pid;
         let sites = Site::ALL
             .into_iter()
-            .filter(|&site| sample.rare.sites & (1 << site as u32) != 0);
+            .filter(|&site| sample.rare.sites & auditor_common::stacks::site_bit(site) != 0);
         let stack_len = (sample.stack_len as usize).min(sample.stack.len());
         if stack_len == 0 {
             self.collected.without_stack += 1;

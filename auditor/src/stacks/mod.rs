@@ -92,13 +92,15 @@ pub struct Arms(pub [u32; SITE_COUNT]);
 
 impl Arms {
     /// The arms to take stacks of, with `hint_of` the hint judged at each site.
-    pub fn of(hint_of: impl Fn(Site) -> Hint) -> Arms {
+    pub fn of(hint_of: impl Fn(Site) -> Option<Hint>) -> Arms {
         let mut arms = [0; SITE_COUNT];
         for info in catalogue::SITES {
             arms[info.site as usize] = match hint_of(info.site) {
-                Hint::Likely => stacks::arms::NOT_TAKEN,
-                Hint::Unlikely => stacks::arms::TAKEN,
-                Hint::None => stacks::arms::TAKEN | stacks::arms::NOT_TAKEN,
+                Some(Hint::Likely) => stacks::arms::NOT_TAKEN,
+                Some(Hint::Unlikely) => stacks::arms::TAKEN,
+                Some(Hint::None) => stacks::arms::TAKEN | stacks::arms::NOT_TAKEN,
+                // A site the report leaves out takes none.
+                None => 0,
             };
         }
         Arms(arms)
@@ -106,7 +108,7 @@ impl Arms {
 
     /// The catalogue's hints.
     pub fn catalogue() -> Arms {
-        Arms::of(|site| site.info().hint)
+        Arms::of(|site| Some(site.info().hint))
     }
 }
 
@@ -161,7 +163,10 @@ mod tests {
             };
             assert_eq!(arms.0[info.site as usize], expected, "{}", info.id);
         }
-        let proposed = Arms::of(|_| Hint::Likely);
+        let proposed = Arms::of(|_| Some(Hint::Likely));
         assert!(proposed.0.iter().all(|&a| a == stacks::arms::NOT_TAKEN));
+        // Sites the report leaves out take no stacks.
+        let one = Arms::of(|site| (site == Site::PollFdNegative).then_some(Hint::Unlikely));
+        assert_eq!(one.0.iter().filter(|&&a| a != 0).count(), 1);
     }
 }
