@@ -75,6 +75,10 @@ rows! {
     "fs/file.c" "fd_install" ["unlikely(file->f_mode & FMODE_BACKING)"] NotDecidable
         "an assertion (WARN_ON_ONCE): backing files of overlayfs and FUSE never reach an fd table";
     "fs/file.c" "fd_install" ["unlikely(files->resize_in_progress)"] NotDecidable RACE_RESIZE;
+    "fs/file.c" "__get_file_rcu" ["unlikely(!atomic_long_inc_not_zero(&file->f_count))"] NotDecidable
+        "a race: the file's last reference went at that moment (6.12)";
+    "fs/file.c" "__fget_files_rcu" ["unlikely(!atomic_long_inc_not_zero(&file->f_count))"] NotDecidable
+        "a race: the file's last reference went at that moment (6.12)";
     "fs/file.c" "__get_file_rcu" ["unlikely(!file_ref_get(&file->f_ref))"] NotDecidable
         "a race: the file's last reference went at that moment";
     "fs/file.c" "__fget_files_rcu" ["unlikely(fd >= fdt->max_fds)"] NotYet
@@ -120,6 +124,8 @@ rows! {
     "fs/fcntl.c" "do_compat_fcntl64" ["unlikely(fd_file(f)->f_mode & FMODE_PATH)", "unlikely(f.file->f_mode & FMODE_PATH)"] NotDecidable
         "compat (32-bit) syscalls: the syscall tracepoints do not fire for them";
     // include/linux/file.h
+    "include/linux/file.h" "fd_empty" ["unlikely(!f.word)"] NotYet
+        "the lookup found no file: measured where do_pollfd calls it (7.2); no measured code calls it in this tree";
     "include/linux/file.h" "class_fd_prepare_destructor" ["unlikely(fdf->__fd >= 0)"] NotYet
         "an fd was allocated and the file was not made (FD_PREPARE): the allocation and the syscall's error decide it";
     "include/linux/file.h" "class_fd_prepare_destructor" ["unlikely(!IS_ERR_OR_NULL(fdf->__file))"] NotYet
