@@ -41,6 +41,11 @@ impl Table {
         }
     }
 
+    /// fs.nr_open, as the oracle was told.
+    pub(super) fn nr_open(&self) -> u32 {
+        self.nr_open
+    }
+
     fn is_open(&self, fd: u32) -> bool {
         self.open.get(fd as usize).copied().unwrap_or(false)
     }

@@ -42,6 +42,7 @@
 //!   BADFLAGS of them of fd 3 onto itself with a flag dup3 refuses first (EINVAL), the
 //!   others of fd 3 onto fd 4.
 //! - `dup2-closed:CALLS`: dup2 of an fd that is not open onto fd 4 (EBADF).
+//! - `dup2-emfile:CALLS:NEWFD`: dup2 of fd 3 onto NEWFD past fs.nr_open (EBADF).
 //! - `accept-eagain:CALLS`: a listening socket on 127.0.0.1, then accepts with nothing to
 //!   accept (EAGAIN, after the fd was allocated).
 //! - `pipe:CALLS`, `socketpair:CALLS`: pipe2 and socketpair calls, two fds each, kept open.
@@ -308,7 +309,7 @@ mod tests {
         let text = "select:3:-1 pselect6:2:9:5 select:1:5000:0:100 select-sparse:2:300 select-efault:1:4 select-ebadf:2 poll:1:8:2 \
                     ppoll:2:40:1:3 poll:1:4:0:0:-1 poll-efault:1:7 poll-einval:2 \
                     epoll_wait:2:8 epoll_pwait:1:0:-1 epoll_pwait2:3:4:10 epoll-ebadf:1 epoll_ctl:2 epoll-paths:3 \
-                    close:3:1 open:2 open-enoent:1 open-emfile:2 open-badflags:1 openat2:2:24 openat2-badmode:1 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 dupfd-emfile:1:2000 close-fd:70 opath:2 read-closed:1 read:2 dup2:3:1 dup3:4:1:2 dup2-closed:2 chmod:2 fchmodat2:3:1 memfd_create:2 signalfd4:1 inotify_init:1 fork thread wait \
+                    close:3:1 open:2 open-enoent:1 open-emfile:2 open-badflags:1 openat2:2:24 openat2-badmode:1 accept-eagain:2 pipe:2 socketpair:1 dup:3 dupfd:2:100 dupfd-emfile:1:2000 close-fd:70 opath:2 read-closed:1 read:2 dup2:3:1 dup3:4:1:2 dup2-closed:2 dup2-emfile:1:2000000 chmod:2 fchmodat2:3:1 memfd_create:2 signalfd4:1 inotify_init:1 fork thread wait \
                     sleep:5";
         let steps = parse(text).unwrap();
         let written: Vec<String> = steps.iter().map(Step::to_string).collect();

@@ -27,6 +27,9 @@ pub enum Dup {
     /// `dup2-closed:CALLS`: dup2 of an fd that is not open onto fd 4 (EBADF from
     /// ksys_dup3's lookup).
     Dup2Closed { calls: u32 },
+    /// `dup2-emfile:CALLS:NEWFD`: dup2 of fd 3 onto NEWFD, past fs.nr_open and below
+    /// RLIMIT_NOFILE: the table cannot grow to hold it (EBADF).
+    Dup2PastNrOpen { calls: u32, newfd: u32 },
 }
 
 impl Family for Dup {
@@ -35,6 +38,13 @@ impl Family for Dup {
             f.at_most(1)?;
             return Ok(Some(Dup::Dup2Closed {
                 calls: f.number(0, "CALLS", None)?,
+            }));
+        }
+        if kind == "dup2-emfile" {
+            f.at_most(2)?;
+            return Ok(Some(Dup::Dup2PastNrOpen {
+                calls: f.number(0, "CALLS", None)?,
+                newfd: f.number(1, "NEWFD", None)?,
             }));
         }
         if kind != "dup2" && kind != "dup3" {
@@ -64,6 +74,10 @@ impl Family for Dup {
                 // SAFETY: the fd is not open; the call fails without changing the table.
                 unsafe { libc::syscall(libc::SYS_dup2, fds.not_open, 4) }
             }),
+            Dup::Dup2PastNrOpen { calls, newfd } => repeat(calls, Some(libc::EBADF), || {
+                // SAFETY: the call fails without changing the table.
+                unsafe { libc::syscall(libc::SYS_dup2, 3, newfd) }
+            }),
             Dup::Dup2 { calls, same } => {
                 // dup2(3, 3) returns 3; dup2(3, 4) replaces fd 4 by a copy of fd 3.
                 repeat(same, None, || dup(libc::SYS_dup2, 3, 0))?;
@@ -85,7 +99,7 @@ impl Family for Dup {
         }
     }
 
-    fn expect(&self, e: &mut Expected, _: &Layout, _: &mut Table) {
+    fn expect(&self, e: &mut Expected, _: &Layout, table: &mut Table) {
         match *self {
             Dup::Dup2 { calls, same } => dup2s(e, calls, same),
             Dup::Dup3 {
@@ -111,6 +125,19 @@ impl Family for Dup {
                 e.all(Site::Dup3SameFd, calls, false);
                 // Below RLIMIT_NOFILE: oldfd is looked up and missing.
                 e.all(Site::Dup3OldfdNotOpen, calls, true);
+            }
+            Dup::Dup2PastNrOpen { calls, newfd } => {
+                assert!(
+                    newfd >= table.nr_open(),
+                    "dup2-emfile: NEWFD below fs.nr_open"
+                );
+                let calls = u64::from(calls);
+                e.calls[Syscall::Dup2] += calls;
+                e.all(Site::Dup2SameFd, calls, false);
+                e.all(Site::Dup3SameFd, calls, false);
+                // oldfd is open; expand_files refuses past fs.nr_open.
+                e.all(Site::Dup3OldfdNotOpen, calls, false);
+                e.all(Site::Dup3ExpandFailed, calls, true);
             }
         }
     }
@@ -150,6 +177,7 @@ impl fmt::Display for Dup {
                 bad_flags,
             } => write!(f, "dup3:{calls}:{same}:{bad_flags}"),
             Dup::Dup2Closed { calls } => write!(f, "dup2-closed:{calls}"),
+            Dup::Dup2PastNrOpen { calls, newfd } => write!(f, "dup2-emfile:{calls}:{newfd}"),
         }
     }
 }
