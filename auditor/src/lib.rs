@@ -7,6 +7,7 @@
 
 pub mod btf;
 pub mod kernel_src;
+pub mod metrics;
 pub mod report;
 pub mod source;
 pub mod stacks;
@@ -69,6 +70,8 @@ pub enum Error {
     Spawn { command: String, why: String },
     #[error("stopped by a signal while the probe was being loaded")]
     Interrupted,
+    #[error(transparent)]
+    Metrics(#[from] metrics::server::ExporterError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }

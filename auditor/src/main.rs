@@ -269,6 +269,10 @@ struct TraceArgs {
     /// Attach the probe's programs with nothing to do (the benchmark's floor).
     #[arg(long, hide = true)]
     empty_programs: bool,
+    /// Serve the live counts for Prometheus at http://ADDRESS/metrics (OpenMetrics text):
+    /// `ADDRESS:PORT`, or `PORT` for 127.0.0.1. The report still comes at the end.
+    #[arg(long, value_name = "ADDRESS")]
+    metrics: Option<String>,
 }
 
 /// The longest `--duration`: a year; longer is surely a typo.
@@ -324,6 +328,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         status: true,
         empty_programs: args.empty_programs,
+        metrics: args.metrics.clone(),
         stacks: match args.stacks {
             true => {
                 let options = args.output.options()?;

@@ -27,6 +27,7 @@ use nix::{
 
 use crate::{
     Error,
+    metrics::{self, ProgramLabels, SessionInfo, server::Exporter},
     source::{
         Observation,
         ebpf::{self, Filter, Probe},
@@ -66,6 +67,8 @@ pub struct Options {
     pub empty_programs: bool,
     /// Take the user stacks of the calls that go these arms, and name the code behind them.
     pub stacks: Option<Arms>,
+    /// Serve the live counts for Prometheus at `http://ADDRESS/metrics`.
+    pub metrics: Option<String>,
 }
 
 /// The result of a session.
@@ -374,6 +377,22 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
             .collect::<Result<Vec<_>, _>>()?,
         _ => Vec::new(),
     };
+    // A bad or busy address is refused before anything is started or loaded.
+    let exporter = options
+        .metrics
+        .as_deref()
+        .map(Exporter::start)
+        .transpose()?;
+    if let Some(exporter) = &exporter {
+        eprintln!("auditor: metrics at http://{}/metrics", exporter.address());
+    }
+    let session_info = SessionInfo {
+        source: "ebpf",
+        kernel_release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|release| release.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into()),
+    };
+    let mut program_labels = ProgramLabels::default();
     let held = argv.as_deref().map(HeldChild::spawn).transpose()?;
     let filter = Filter {
         empty_programs: options.empty_programs,
@@ -436,6 +455,12 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         }
     };
     let end = loop {
+        if let Some(exporter) = &exporter {
+            exporter.answer(|| {
+                let tally = probe.tally().ok()?;
+                Some(metrics::text(&tally, &session_info, &mut program_labels))
+            });
+        }
         if let Some(stop) = stop_requested() {
             let Some(child) = child else {
                 break End::Signal(stop);

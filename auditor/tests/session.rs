@@ -83,6 +83,7 @@ fn a_pid_reused_by_another_process_is_not_counted() {
         status: false,
         empty_programs: false,
         stacks: None,
+        metrics: None,
     };
     let (session, reused) = std::thread::scope(|scope| {
         let stranger = scope.spawn(|| {
@@ -130,6 +131,7 @@ fn trace_by_name(comms: &[&str], thread_comms: &[&str], steps: &str) -> trace::S
         status: false,
         empty_programs: false,
         stacks: None,
+        metrics: None,
     };
     trace::trace_with(&options, || {
         let mut child = Command::new(WORKLOAD)
@@ -227,6 +229,7 @@ fn a_renamed_process_is_counted_under_its_new_name() {
         status: false,
         empty_programs: false,
         stacks: None,
+        metrics: None,
     };
     let session = trace::trace(&options).unwrap();
     assert_eq!(both(&session, WORKLOAD_COMM), (three_selects, Counts::ZERO));

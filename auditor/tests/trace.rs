@@ -24,6 +24,7 @@ fn options(target: Target) -> Options {
         status: false,
         empty_programs: false,
         stacks: None,
+        metrics: None,
     }
 }
 
