@@ -250,9 +250,50 @@ fn prometheus_sums_are_the_reports_counts() {
             break sums;
         }
     };
+    // The README's share against the hint, per site, from the same counts.
+    let share = query(AGAINST_THE_HINT).unwrap();
+    let shares: BTreeMap<String, f64> = share
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|series| {
+            (
+                series["metric"]["site"].as_str().unwrap().to_string(),
+                series["value"][1].as_str().unwrap().parse().unwrap(),
+            )
+        })
+        .collect();
     // Prometheus is stopped by its pid.
     prometheus.kill().unwrap();
     prometheus.wait().unwrap();
     assert!(auditor.wait().unwrap().success());
     assert_report_counts(&report, &theirs);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let mut hinted_and_decided = 0;
+    for site in report["sites"].as_array().unwrap() {
+        let count = |arm: &str| site[arm].as_u64().unwrap() as f64;
+        let against = match site["hint"].as_str().unwrap() {
+            "unlikely" => count("taken"),
+            "likely" => count("not_taken"),
+            _ => continue,
+        };
+        let decided = count("taken") + count("not_taken");
+        let id = site["id"].as_str().unwrap();
+        if decided > 0.0 {
+            hinted_and_decided += 1;
+            let share = shares
+                .get(id)
+                .unwrap_or_else(|| panic!("no share for {id}"));
+            assert!((share - against / decided).abs() < 1e-12, "{id}: {share}");
+        }
+    }
+    assert!(hinted_and_decided > 0);
 }
+
+/// The README's PromQL: the share of decided evaluations against each site's hint.
+const AGAINST_THE_HINT: &str = r#"  sum by (site) (auditor_branch_evaluations_total{hint="unlikely", arm="taken"})
+/ sum by (site) (auditor_branch_evaluations_total{hint="unlikely", arm!="unreadable"})
+or
+  sum by (site) (auditor_branch_evaluations_total{hint="likely", arm="not_taken"})
+/ sum by (site) (auditor_branch_evaluations_total{hint="likely", arm!="unreadable"})"#;

@@ -85,3 +85,20 @@ fn the_readme_lists_the_catalogue() {
         );
     }
 }
+
+/// The PromQL the README gives for the share against the hint is the one
+/// `tests/metrics.rs` checks against a Prometheus server.
+#[test]
+fn the_readme_promql_is_the_tested_one() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let tests =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/metrics.rs"))
+            .unwrap();
+    let start = readme.find("```promql\n").expect("a promql block") + "```promql\n".len();
+    let block = &readme[start..start + readme[start..].find("\n```").unwrap()];
+    assert!(
+        tests.contains(block),
+        "the README's PromQL is not the tested one:\n{block}"
+    );
+}
