@@ -34,7 +34,8 @@ struct Scrape {
 /// The endpoint of a session.
 pub struct Exporter {
     address: SocketAddr,
-    scrapes: mpsc::Receiver<Scrape>,
+    /// None once the session is over: scrapes then get their connection closed.
+    scrapes: Option<mpsc::Receiver<Scrape>>,
     server: Arc<tiny_http::Server>,
     thread: Option<JoinHandle<()>>,
 }
@@ -82,7 +83,7 @@ impl Exporter {
             })?;
         Ok(Exporter {
             address,
-            scrapes,
+            scrapes: Some(scrapes),
             server,
             thread: Some(thread),
         })
@@ -96,7 +97,10 @@ impl Exporter {
     /// Answers the scrapes that came since the last call with what `text` makes (None:
     /// the counts could not be read, and the scrape's connection is closed).
     pub fn answer(&self, mut text: impl FnMut() -> Option<String>) {
-        while let Ok(scrape) = self.scrapes.try_recv() {
+        let Some(scrapes) = &self.scrapes else {
+            return;
+        };
+        while let Ok(scrape) = scrapes.try_recv() {
             if let Some(text) = text() {
                 let _ = scrape.reply.send(text);
             }
@@ -106,6 +110,8 @@ impl Exporter {
 
 impl Drop for Exporter {
     fn drop(&mut self) {
+        // A scrape in flight is let go (its wait ends), and the server stops accepting.
+        drop(self.scrapes.take());
         self.server.unblock();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
