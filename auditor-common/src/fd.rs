@@ -93,8 +93,9 @@ pub fn single_lookup<R: Recorder>(
     lookup: Lookup,
     task: &impl TaskState,
 ) {
-    fget(recorder, 1, Reached::Yes, task);
+    // The table is read once for `__fget_light`'s test and the arm it takes.
     let shared = task.table_shared();
+    unlikely!(recorder, FgetTableShared, Evaluation::from_known(shared));
     let file = task.fd_file(fd);
     let path_only = match file {
         Some(FdFile::Open { path_only }) => Some(path_only),

@@ -64,12 +64,15 @@ const F_DUPFD_CLOEXEC: u64 = 1030;
 /// refuse it first.
 macro_rules! enter {
     ($syscall:ident, $start:expr) => {
-        enter!($syscall, $start, 0, false)
+        if let Some(process) = target::current() {
+            enter!($syscall, process, $start, 0, false)
+        }
     };
-    ($syscall:ident, $start:expr, $name:expr, $refused:expr) => {{
+    ($syscall:ident, $process:expr, $start:expr, $name:expr, $refused:expr) => {{
         const ALLOCATOR: Allocator = Syscall::$syscall.info().allocates.one();
         const PREPARES: FdPrepare = Syscall::$syscall.info().prepares;
         let pending = Allocation {
+            process: $process,
             syscall: Syscall::$syscall,
             allocator: ALLOCATOR as u32,
             prepares: PREPARES,
@@ -85,7 +88,11 @@ macro_rules! enter {
 macro_rules! enter_pair {
     ($syscall:ident, $fds:expr) => {{
         const ALLOCATOR: PairAllocator = Syscall::$syscall.info().allocates.two();
+        let Some(process) = target::current() else {
+            return 0;
+        };
         let pending = Allocation {
+            process,
             syscall: Syscall::$syscall,
             allocator: 0,
             prepares: FdPrepare::Direct,
@@ -99,6 +106,8 @@ macro_rules! enter_pair {
 
 /// What an allocating syscall's entry knows.
 struct Allocation {
+    /// The traced process making the call.
+    process: ProcessKey,
     syscall: Syscall,
     allocator: u32,
     prepares: FdPrepare,
@@ -110,10 +119,8 @@ struct Allocation {
 // Inlined: BPF functions take at most five arguments.
 #[inline(always)]
 fn enter_with(call: &Allocation, pair: u32, fds: u64) {
-    let Some(process) = target::current() else {
-        return;
-    };
     let Allocation {
+        process,
         syscall,
         allocator,
         prepares,
@@ -180,13 +187,10 @@ fn exit(ctx: &TracePointContext) {
     }
 }
 
-/// Runs an open's checks before the path walk on the caller's row: whether they refused it.
+/// Runs an open's checks before the path walk on `process`'s row: whether they refused it.
 #[inline(always)]
-fn refused_by(check: impl FnOnce(&mut Row) -> bool) -> bool {
-    target::current()
-        .as_ref()
-        .and_then(Row::of)
-        .is_some_and(|mut row| check(&mut row))
+fn refused_by(process: &ProcessKey, check: impl FnOnce(&mut Row) -> bool) -> bool {
+    Row::of(process).is_some_and(|mut row| check(&mut row))
 }
 
 /// open and openat: the checks on their flags and mode, then the allocation.
@@ -195,10 +199,13 @@ macro_rules! opens {
         $(
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(ctx: TracePointContext) -> u32 {
+                let Some(process) = target::current() else {
+                    return 0;
+                };
                 let flags = arg!(&ctx, $syscall, "flags");
                 let mode = arg!(&ctx, $syscall, "mode");
-                let refused = refused_by(|row| open::open(row, flags, mode));
-                enter!($syscall, 0, arg!(&ctx, $syscall, "filename"), refused);
+                let refused = refused_by(&process, |row| open::open(row, flags, mode));
+                enter!($syscall, process, 0, arg!(&ctx, $syscall, "filename"), refused);
                 0
             }
         )*
@@ -212,16 +219,22 @@ opens! {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_creat")]
 pub fn creat_enter(ctx: TracePointContext) -> u32 {
+    let Some(process) = target::current() else {
+        return 0;
+    };
     let mode = arg!(&ctx, Creat, "mode");
-    let refused = refused_by(|row| open::open(row, open::CREAT_FLAGS, mode));
-    enter!(Creat, 0, arg!(&ctx, Creat, "pathname"), refused);
+    let refused = refused_by(&process, |row| open::open(row, open::CREAT_FLAGS, mode));
+    enter!(Creat, process, 0, arg!(&ctx, Creat, "pathname"), refused);
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_openat2")]
 pub fn openat2_enter(ctx: TracePointContext) -> u32 {
+    let Some(process) = target::current() else {
+        return 0;
+    };
     let size = arg!(&ctx, Openat2, "usize");
-    let refused = refused_by(|row| {
+    let refused = refused_by(&process, |row| {
         // Read as the kernel copies it: only the first version's 24 bytes are decided.
         let how = if size == open::OPEN_HOW_SIZE_VER0 {
             args::read_user::<open::OpenHow>(arg!(&ctx, Openat2, "how"))
@@ -230,7 +243,13 @@ pub fn openat2_enter(ctx: TracePointContext) -> u32 {
         };
         open::openat2(row, size, how.as_ref())
     });
-    enter!(Openat2, 0, arg!(&ctx, Openat2, "filename"), refused);
+    enter!(
+        Openat2,
+        process,
+        0,
+        arg!(&ctx, Openat2, "filename"),
+        refused
+    );
     0
 }
 
