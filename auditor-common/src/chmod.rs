@@ -16,6 +16,7 @@ pub const fn flags_refused(flags: u32) -> bool {
 }
 
 /// `do_fchmodat(dfd, filename, mode, flags)`: fchmodat2's flags, 0 for chmod and fchmodat.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn do_fchmodat<R: Recorder>(recorder: &mut R, flags: u32) {
     unlikely!(
         recorder,

@@ -55,6 +55,7 @@ pub struct DupCall {
 
 /// `dup2(oldfd, newfd)`: the corner case returns at once; every other call is
 /// `ksys_dup3(oldfd, newfd, 0)`. `table`: the task's, when read.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn dup2<R: Recorder>(recorder: &mut R, call: &DupCall, table: Option<&DupTable>) {
     let same = unlikely!(
         recorder,
@@ -67,10 +68,12 @@ pub fn dup2<R: Recorder>(recorder: &mut R, call: &DupCall, table: Option<&DupTab
 }
 
 /// `dup3(oldfd, newfd, flags)`, as [`dup2`].
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn dup3<R: Recorder>(recorder: &mut R, call: &DupCall, table: Option<&DupTable>) {
     ksys_dup3(recorder, call, table);
 }
 
+#[cfg_attr(target_arch = "bpf", inline(always))]
 fn ksys_dup3<R: Recorder>(recorder: &mut R, call: &DupCall, table: Option<&DupTable>) {
     let DupCall {
         oldfd,

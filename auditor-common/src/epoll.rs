@@ -36,6 +36,7 @@ pub struct EpollCtlCall {
 /// Everything epoll_ctl refuses before (-EBADF, -EFAULT, -EPERM, -EEXIST, -ELOOP, an
 /// interrupted lock) never reaches it; -ENOMEM comes only after the quota test, from
 /// before or after the paths test; -EINVAL from an earlier test or from the paths test.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn epoll_ctl<R: Recorder>(recorder: &mut R, call: &EpollCtlCall) {
     use Evaluation::{NotTaken, Taken, Undecided};
     if call.op != EPOLL_CTL_ADD {
@@ -57,6 +58,7 @@ pub fn epoll_ctl<R: Recorder>(recorder: &mut R, call: &EpollCtlCall) {
 }
 
 /// `do_epoll_wait` → `ep_poll` for one call.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn epoll_wait<R: Recorder>(recorder: &mut R, call: &EpollWaitCall) {
     let bad_args = unlikely!(
         recorder,

@@ -87,6 +87,7 @@ pub enum Lookup {
 /// a shared one `__fget_files_rcu` tests that there is a file, then its mode (its races
 /// with other threads are not modelled); `fdput()` drops a reference only the shared arm
 /// takes. Whatever the observer cannot read is undecided where it may have run.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn single_lookup<R: Recorder>(
     recorder: &mut R,
     fd: u32,
@@ -140,6 +141,7 @@ pub fn single_lookup<R: Recorder>(
 
 /// `filp_flush()` of the file a close takes from `fd`: `likely(!(f_mode & FMODE_PATH))`,
 /// run only when there was a file.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn close_flush<R: Recorder>(recorder: &mut R, fd: u32, task: &impl TaskState) {
     match task.fd_file(fd) {
         Some(FdFile::NotOpen) => {}
@@ -157,6 +159,7 @@ pub fn close_flush<R: Recorder>(recorder: &mut R, fd: u32, task: &impl TaskState
 }
 
 /// fcntl's `unlikely(fd_file(f)->f_mode & FMODE_PATH)`, once `fdget_raw()` found a file.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn fcntl_path_only<R: Recorder>(recorder: &mut R, fd: u32, task: &impl TaskState) {
     match task.fd_file(fd) {
         Some(FdFile::NotOpen) => {}
@@ -171,6 +174,7 @@ pub fn fcntl_path_only<R: Recorder>(recorder: &mut R, fd: u32, task: &impl TaskS
 
 /// `__fget_light` for `lookups` fd lookups, made if `reached`: only reached lookups
 /// depend on the table, so only they read it.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn fget<R: Recorder>(recorder: &mut R, lookups: u64, reached: Reached, task: &impl TaskState) {
     if lookups == 0 {
         return;
@@ -212,6 +216,7 @@ impl Recorder for Uncounted {
 /// `expand_files(files, fd)` once the table is full at `fd`, then `expand_fdtable` →
 /// `alloc_fdtable(fd + 1)`: the size the table grows to, or None when it cannot
 /// (-EMFILE). A race with another thread growing it is not modelled.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 fn grow<R: Recorder>(recorder: &mut R, fd: u32, nr_open: u32) -> Option<u32> {
     let past = unlikely!(
         recorder,
@@ -429,6 +434,7 @@ enum Prepared {
 /// syscall's return value. The model orders the allocation among the syscall's own checks
 /// as 6.x does (an open's name is read before); -ENOMEM after the allocation ran may be
 /// the table's growth or the file's, so it decides nothing.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn fd_prepare<R: Recorder>(
     recorder: &mut R,
     prepares: FdPrepare,
@@ -499,6 +505,7 @@ const fn word_before(from: u32, found: u32) -> u64 {
 /// `second` (None: the table or the fds could not be read, though both ran or may have):
 /// the second starts where the first left `next_fd` (first + 1), on a table that may have
 /// grown, and the fds it passed over were open.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn pair<R: Recorder>(recorder: &mut R, table: Option<&AllocStart>, fds: Option<[u32; 2]>) {
     let (Some(table), Some([first, second])) = (table, fds) else {
         allocation(recorder, None, AllocOutcome::Maybe);
@@ -536,6 +543,7 @@ const fn free_in_word(word: u64, from: u32) -> Option<u32> {
 
 /// One allocation of a syscall, as far as the observer knows whether it ran (`outcome`)
 /// and the table it started with (None: not read).
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn allocation<R: Recorder>(
     recorder: &mut R,
     table: Option<&AllocStart>,
@@ -556,6 +564,7 @@ pub fn allocation<R: Recorder>(
 
 /// The branches after the search, when which fd it found is unknown (the table's growth
 /// among them: it may have run).
+#[cfg_attr(target_arch = "bpf", inline(always))]
 fn later_undecided<R: Recorder>(recorder: &mut R) {
     unlikely!(recorder, FdEmfile, Evaluation::Undecided);
     unlikely!(recorder, FdTableFull, Evaluation::Undecided);
@@ -566,6 +575,7 @@ fn later_undecided<R: Recorder>(recorder: &mut R) {
 
 /// `alloc_fd(start, end)` from the table it started with, which returned `result`. Each
 /// pass of its `repeat` loop (after the table grew) evaluates the branches again.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 fn alloc_fd<R: Recorder>(recorder: &mut R, table: &AllocStart, result: AllocResult) {
     // fd = max(start, files->next_fd).
     let fd0 = if table.start > table.next_fd {

@@ -93,6 +93,7 @@ pub const fn open_flags_refused(how: &OpenHow) -> bool {
 
 /// `do_sys_openat2()`: `if (unlikely(err))` on `build_open_flags()` (None: `how` could not
 /// be read). Whether it refused the call.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 fn do_sys_openat2<R: Recorder>(recorder: &mut R, how: Option<&OpenHow>) -> bool {
     let refused = match how {
         Some(how) => Evaluation::from_taken(open_flags_refused(how)),
@@ -103,6 +104,7 @@ fn do_sys_openat2<R: Recorder>(recorder: &mut R, how: Option<&OpenHow>) -> bool 
 
 /// open, openat (`flags`, `mode` as passed) and creat (`CREAT_FLAGS`): whether the checks
 /// refused the call, before its fd allocation.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn open<R: Recorder>(recorder: &mut R, flags: u64, mode: u64) -> bool {
     do_sys_openat2(recorder, Some(&build_open_how(flags, mode)))
 }
@@ -111,6 +113,7 @@ pub fn open<R: Recorder>(recorder: &mut R, flags: u64, mode: u64) -> bool {
 /// `size` bytes: past the first 24 it refuses anything but zeros (-E2BIG), which is
 /// not read here, so a larger struct leaves the flags test undecided. Whether the checks
 /// refused the call, as [`open`].
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn openat2<R: Recorder>(recorder: &mut R, size: u64, how: Option<&OpenHow>) -> bool {
     let small = unlikely!(
         recorder,

@@ -77,6 +77,7 @@ impl EntryScan {
 /// `do_sys_poll` → `do_poll` → `do_pollfd` for one call: every catalogued branch it
 /// evaluates, each gated by the ones before. `entries` reads the array after the scan
 /// (asked only when the scan ran; None: it could not be read).
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn poll<R: Recorder>(
     recorder: &mut R,
     call: &PollCall,

@@ -26,6 +26,7 @@ pub struct SelectCall {
 /// `core_sys_select` → `max_select_fd` → `do_select` for one call: every catalogued
 /// branch it evaluates, each gated by the ones before. `scan` is the walk over its fd_sets
 /// (None: they were not read).
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn select<R: Recorder>(
     recorder: &mut R,
     call: &SelectCall,
@@ -192,6 +193,7 @@ pub fn scan_words(words: &[u64], n: u32) -> SetScan {
 /// `fget.table_shared` (per set fd; `shared`: whether the table is shared, if known). The
 /// walk runs if `reached`; `scan` is the observed walk, None if the sets could not be read,
 /// and then every fd the call may name (`upper_n`) is counted as undecided.
+#[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn walk_counts(
     reached: Reached,
     scan: Option<SetScan>,

@@ -1,8 +1,10 @@
 //! Field offsets of the running kernel's structs, from its BTF (/sys/kernel/btf/vmlinux),
 //! for the probe's reads of task state (`current->files->fdt->max_fds` and the like).
 //!
-//! Only what the lookup needs is read: the type section's records, their names and, for
-//! structs and unions, their members; anonymous members are searched through.
+//! Only what the lookups need is read: the type section's records, their names and, for
+//! structs and unions, their members (anonymous members are searched through), for enums
+//! their enumerators' names (what the running kernel's `enum bpf_func_id` holds says which
+//! BPF helpers it has).
 
 use std::collections::HashMap;
 
@@ -22,6 +24,8 @@ pub enum BtfError {
 
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
+const KIND_ENUM64: u32 = 19;
 
 struct Member {
     name: u32,
@@ -35,6 +39,7 @@ struct Type {
     kind: u32,
     /// The referenced type for modifiers and typedefs.
     target: u32,
+    /// Struct and union members; for an enum, its enumerators (names only).
     members: Vec<Member>,
 }
 
@@ -103,7 +108,16 @@ impl Btf {
             );
             at += 12;
             let mut members = Vec::new();
-            if kind == KIND_STRUCT || kind == KIND_UNION {
+            if kind == KIND_ENUM || kind == KIND_ENUM64 {
+                let size = if kind == KIND_ENUM { 8 } else { 12 };
+                for i in 0..vlen {
+                    members.push(Member {
+                        name: u32_at(type_data, at + size * i)?,
+                        type_id: 0,
+                        bits: 0,
+                    });
+                }
+            } else if kind == KIND_STRUCT || kind == KIND_UNION {
                 for i in 0..vlen {
                     let base = at + 12 * i;
                     let offset = u32_at(type_data, base + 8)?;
@@ -161,6 +175,15 @@ impl Btf {
             .ok_or_else(|| BtfError::NoMember(name.to_string(), member.to_string()))
     }
 
+    /// Whether an enum named `name` has the enumerator `value`.
+    pub fn has_enumerator(&self, name: &str, value: &str) -> bool {
+        self.types.iter().any(|ty| {
+            matches!(ty.kind, KIND_ENUM | KIND_ENUM64)
+                && self.string(ty.name) == name
+                && ty.members.iter().any(|m| self.string(m.name) == value)
+        })
+    }
+
     fn find(&self, id: u32, member: &str) -> Option<u32> {
         let ty = self.types.get(id as usize)?;
         ty.members.iter().find_map(|m| {
@@ -190,15 +213,16 @@ impl Btf {
 mod tests {
     use super::*;
 
-    /// BTF with: 1 int; 2 struct inner { int b @4 }; 3 struct outer { int a @0; anonymous
-    /// struct inner @8 }.
+    /// BTF with: 1 int; 2 struct inner { int b @4 }; 3 enum bpf_func_id { BPF_FUNC_loop };
+    /// 4 struct outer { int a @0; anonymous struct inner @8 }.
     fn sample() -> Vec<u8> {
-        let strings = b"\0int\0inner\0b\0outer\0a\0".to_vec();
-        let (int, inner, b, outer, a) = (1u32, 5, 11, 13, 19);
+        let strings = b"\0int\0inner\0b\0outer\0a\0bpf_func_id\0BPF_FUNC_loop\0".to_vec();
+        let (int, inner, b, outer, a, func_id, func_loop) = (1u32, 5, 11, 13, 19, 21, 33);
         let mut types = Vec::new();
         let mut push = |words: &[u32]| words.iter().for_each(|w| types.extend(w.to_le_bytes()));
         push(&[int, 1 << 24, 4, 32]);
         push(&[inner, (4 << 24) | 1, 8, b, 1, 32]);
+        push(&[func_id, (6 << 24) | 1, 4, func_loop, 181]);
         push(&[outer, (4 << 24) | 2, 16, a, 1, 0, 0, 2, 64]);
         let mut data = Vec::new();
         for w in [
@@ -236,6 +260,16 @@ mod tests {
     }
 
     #[test]
+    fn enumerators() {
+        let btf = Btf::parse(&sample()).unwrap();
+        assert!(btf.has_enumerator("bpf_func_id", "BPF_FUNC_loop"));
+        assert!(!btf.has_enumerator("bpf_func_id", "BPF_FUNC_task_pt_regs"));
+        assert!(!btf.has_enumerator("outer", "a"));
+        // The struct after the enum is still found: the enum's records were skipped whole.
+        assert_eq!(btf.member_offset("outer", "b"), Ok(12));
+    }
+
+    #[test]
     fn the_running_kernel() {
         let Ok(btf) = Btf::from_sys_fs() else {
             eprintln!("skipping: {VMLINUX} is not readable here");
@@ -254,5 +288,6 @@ mod tests {
         ] {
             assert!(btf.member_offset(name, member).is_ok(), "{name}.{member}");
         }
+        assert!(btf.has_enumerator("bpf_func_id", "BPF_FUNC_map_lookup_elem"));
     }
 }

@@ -6,6 +6,7 @@
 //! workloads with their exact expected counts.
 
 pub mod btf;
+pub mod kernel;
 pub mod kernel_src;
 pub mod metrics;
 pub mod report;
@@ -26,6 +27,9 @@ pub enum Error {
          was missing at build time). Run `cargo xtask setup`, then rebuild with `cargo xtask build`."
     )]
     NoProbe,
+    /// The running kernel lacks BPF helpers the probe calls.
+    #[error("{0}")]
+    KernelTooOld(String),
     #[error(
         "tracing with eBPF needs root: the probe is loaded with CAP_BPF and CAP_PERFMON (or \
          CAP_SYS_ADMIN), and this process lacks {0}. Run it as root, e.g. `sudo auditor trace …`."
@@ -46,11 +50,13 @@ pub enum Error {
     #[error("cannot read the tracepoint layout {path}: {why}")]
     TraceFormat { path: String, why: String },
     #[error(
-        "the kernel verifier rejected probe program {program} ({error}); end of its log:\n{log}"
+        "the kernel verifier rejected probe program {program} ({error}); {kept}; its end:\n{log}"
     )]
     Verifier {
         program: &'static str,
         error: String,
+        /// Where the whole log was kept (or why it was not).
+        kept: String,
         log: String,
     },
     #[error("{0}")]

@@ -27,6 +27,16 @@ pub fn ensure_mounted() -> Result<(), Error> {
     .map_err(|errno| Error::Tracefs(errno.desc().to_string()))
 }
 
+/// Whether the running kernel has the tracepoint `category:event` (a syscall added after
+/// its release has none).
+pub fn has_event(category: &str, event: &str) -> bool {
+    Path::new(MOUNT_POINT)
+        .join("events")
+        .join(category)
+        .join(event)
+        .is_dir()
+}
+
 /// Offset of `field` in the records of `category:event` on the running kernel.
 pub fn field_offset(category: &str, event: &str, field: &str) -> Result<usize, Error> {
     let path = Path::new(MOUNT_POINT)

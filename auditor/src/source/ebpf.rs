@@ -19,6 +19,7 @@ use aya::{
 use crate::{
     Error,
     btf::{self, Btf},
+    kernel,
     report::counted,
     source::Observation,
     stacks::{
@@ -73,8 +74,8 @@ static PROGRAMS: std::sync::LazyLock<Vec<Program>> = std::sync::LazyLock::new(||
 });
 
 /// Where the task state the probe reads lies in the running kernel's structs.
-fn task_offsets() -> Result<TaskOffsets, String> {
-    let btf = Btf::from_sys_fs().map_err(|e| format!("cannot read {}: {e}", btf::VMLINUX))?;
+fn task_offsets(btf: &Result<Btf, String>) -> Result<TaskOffsets, String> {
+    let btf = btf.as_ref().map_err(Clone::clone)?;
     let offset =
         |name: &str, member: &str| btf.member_offset(name, member).map_err(|e| e.to_string());
     // struct rlimit is two longs; RLIMIT_NOFILE is 7.
@@ -212,6 +213,34 @@ fn failure_notes(failures: &[u64; failure::COUNT]) -> impl Iterator<Item = Strin
         .map(|(count, what)| format!("The probe could not read {count} {what}."))
 }
 
+/// What the report says of the followed syscalls the running kernel does not have.
+fn absent_note(absent: &[&str]) -> Option<String> {
+    (!absent.is_empty()).then(|| {
+        format!(
+            "This kernel has no {} syscall (no tracepoint): no program can make such a call \
+             here, so the sites they reach are counted from the other syscalls alone.",
+            absent.join(", ")
+        )
+    })
+}
+
+/// Keeps a rejected program's whole verifier log in a new file of the temporary directory
+/// (created there, never through a name someone else planted): where it lives, or why not.
+fn keep_verifier_log(program: &str, log: &str) -> String {
+    let kept = tempfile::Builder::new()
+        .prefix(&format!("auditor-verifier-{program}-"))
+        .suffix(".log")
+        .tempfile()
+        .and_then(|mut file| {
+            std::io::Write::write_all(&mut file, log.as_bytes())?;
+            file.keep().map_err(|e| e.error)
+        });
+    match kept {
+        Ok((_, path)) => format!("its whole log is in {}", path.display()),
+        Err(error) => format!("its whole log could not be kept: {error}"),
+    }
+}
+
 /// The last lines of a verifier log: where it gave up and why.
 fn log_tail(log: &str, lines: usize) -> String {
     let all: Vec<&str> = log.lines().collect();
@@ -224,6 +253,8 @@ pub struct Probe {
     links: Vec<(&'static str, TracePointLinkId)>,
     /// Why the task state cannot be read on this kernel, if it cannot.
     task_state_error: Option<String>,
+    /// The followed syscalls this kernel does not have (no tracepoint).
+    absent: Vec<&'static str>,
     /// The names given with `--comm` and `--thread-comm`.
     names: Vec<String>,
     /// With `--stacks`: the thread reading them while the probe counts...
@@ -259,6 +290,12 @@ impl Probe {
         if !missing.is_empty() {
             return Err(Error::NotPrivileged(missing.join(" and ")));
         }
+        let release = kernel::release();
+        let btf = Btf::from_sys_fs().map_err(|e| format!("cannot read {}: {e}", btf::VMLINUX));
+        let missing = kernel::missing_helpers(btf.as_ref().ok(), &release);
+        if !missing.is_empty() {
+            return Err(Error::KernelTooOld(kernel::refusal(&release, &missing)));
+        }
         tracefs::ensure_mounted()?;
         let fork_child_pid = tracefs::field_offset("sched", "sched_process_fork", "child_pid")?;
         let exec_old_pid = tracefs::field_offset("sched", "sched_process_exec", "old_pid")?;
@@ -284,7 +321,7 @@ impl Probe {
         let rename_newcomm_offset = record_offset(rename_newcomm)?;
         let stack_arms = filter.stacks.map_or([0; SITE_COUNT], |arms| arms.0);
         let stacks_on = flag(filter.stacks.is_some());
-        let (task_offsets, task_state_error) = match task_offsets() {
+        let (task_offsets, task_state_error) = match task_offsets(&btf) {
             Ok(offsets) => (offsets, None),
             Err(why) => (TaskOffsets::default(), Some(why)),
         };
@@ -348,7 +385,17 @@ impl Probe {
             }
         }
 
-        load_programs(&mut ebpf, stop)?;
+        // A syscall newer than the running kernel has no tracepoint: its programs are
+        // neither verified nor attached, and the report names it.
+        let absent: Vec<&'static str> = SYSCALLS
+            .iter()
+            .filter(|info| !tracefs::has_event("syscalls", &format!("sys_enter_{}", info.name)))
+            .map(|info| info.name)
+            .collect();
+        let present = |program: &Program| {
+            program.category != "syscalls" || tracefs::has_event(program.category, &program.event)
+        };
+        load_programs(&mut ebpf, &present, stop)?;
         let collector = match filter.stacks {
             Some(_) => {
                 let map = ebpf
@@ -364,7 +411,7 @@ impl Probe {
             name,
             category,
             event,
-        } in PROGRAMS.iter()
+        } in PROGRAMS.iter().filter(|program| present(program))
         {
             if stop() {
                 return Err(Error::Interrupted);
@@ -380,6 +427,7 @@ impl Probe {
             ebpf,
             links,
             task_state_error,
+            absent,
             names: filter
                 .comms
                 .iter()
@@ -406,6 +454,7 @@ impl Probe {
                      matches the calling thread's name, not its process's."
                 )
             })
+            .chain(absent_note(&self.absent))
             .chain(missed_notes(tally))
             .chain(failure_notes(&self.failures))
             .chain(
@@ -490,8 +539,11 @@ impl Probe {
     /// was running on that CPU (`recursion_misses`): each may have lost a call's counts.
     fn missed_runs(&self) -> Result<u64, Error> {
         let mut total = 0;
-        for (name, program) in self.ebpf.programs() {
-            let fd = program
+        for (name, _) in &self.links {
+            let fd = self
+                .ebpf
+                .program(name)
+                .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
                 .fd()
                 .map_err(|e| Error::Probe(format!("program {name}: {e}")))?;
             total += recursion_misses(fd.as_fd())
@@ -647,18 +699,22 @@ fn tracepoint<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut TracePoint, 
 
 /// Loads every program, on as many threads as there are CPUs: the verifier's work is
 /// CPU-bound, and most of a session's start.
-fn load_programs(ebpf: &mut Ebpf, stop: &(dyn Fn() -> bool + Sync)) -> Result<(), Error> {
+fn load_programs(
+    ebpf: &mut Ebpf,
+    present: &dyn Fn(&Program) -> bool,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<(), Error> {
     let mut queue = Vec::new();
     for (name, program) in ebpf.programs_mut() {
-        let Some(name) = PROGRAMS
-            .iter()
-            .map(|program| program.name.as_str())
-            .find(|known| *known == name)
-        else {
+        let Some(known) = PROGRAMS.iter().find(|known| known.name == name) else {
             return Err(Error::Probe(format!(
                 "program {name} has no tracepoint to attach to"
             )));
         };
+        if !present(known) {
+            continue;
+        }
+        let name = known.name.as_str();
         let program: &mut TracePoint = program
             .try_into()
             .map_err(|e: ProgramError| Error::Probe(format!("program {name}: {e}")))?;
@@ -678,11 +734,15 @@ fn load_programs(ebpf: &mut Ebpf, stop: &(dyn Fn() -> bool + Sync)) -> Result<()
                     ProgramError::LoadError {
                         io_error,
                         verifier_log,
-                    } => Error::Verifier {
-                        program: name,
-                        error: io_error.to_string(),
-                        log: log_tail(&verifier_log.to_string(), 25),
-                    },
+                    } => {
+                        let log = verifier_log.to_string();
+                        Error::Verifier {
+                            program: name,
+                            error: io_error.to_string(),
+                            kept: keep_verifier_log(name, &log),
+                            log: log_tail(&log, 25),
+                        }
+                    }
                     other => Error::Probe(format!("loading program {name}: {other}")),
                 });
             }
