@@ -153,7 +153,50 @@ pub struct SiteInfo {
     /// How kernel releases write the condition inside `function`.
     #[cfg_attr(feature = "user", serde(skip))]
     pub source: &'static [Fragment],
+    /// The first mainline release whose code has the branch as the model runs it; empty
+    /// when every release the probe loads on has it (the trees of 6.1, 6.12 and 7.2 are
+    /// the evidence: `auditor sites --kernel-src`). On an older kernel the site's counts
+    /// are what the model's code makes of the calls, not branches that kernel ran.
+    pub branch_since: &'static str,
+    /// What releases before `branch_since` do instead (empty when it is empty).
+    pub branch_before: &'static str,
 }
+
+impl SiteInfo {
+    /// Whether a kernel of `release` (major, minor) runs the branch as the model does.
+    pub fn branch_in(&self, release: (u32, u32)) -> bool {
+        match parse_release(self.branch_since) {
+            Some(since) => release >= since,
+            None => true,
+        }
+    }
+}
+
+/// (major, minor) of a release such as `6.19` (None for anything else, the empty string
+/// among them).
+pub fn parse_release(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// The fields a row leaves out: a branch every supported release has.
+const ROW: SiteInfo = SiteInfo {
+    site: Site::SelectNNegative,
+    id: "",
+    function: "",
+    file: "",
+    condition: "",
+    hint: Hint::None,
+    hint_since: "",
+    unit: Unit::Call,
+    syscalls: &[],
+    decided: Decided::Exit,
+    source: &[],
+    branch_since: "",
+    branch_before: "",
+};
 
 #[cfg(feature = "user")]
 fn syscall_names<S: serde::Serializer>(
@@ -164,7 +207,8 @@ fn syscall_names<S: serde::Serializer>(
 }
 
 /// Declares the catalogue: `Variant { field: value, ... }` per site, the fields of
-/// [`SiteInfo`] but `site`. The order of the rows is the order of [`Site`].
+/// [`SiteInfo`] but `site` (`branch_since` and `branch_before` only where a release the
+/// probe supports lacks the branch). The order of the rows is the order of [`Site`].
 macro_rules! catalogue {
     ($($variant:ident { $($field:ident: $value:expr),* $(,)? })*) => {
         /// A catalogued kernel branch. The discriminant indexes the probe's per-site arrays,
@@ -184,9 +228,11 @@ macro_rules! catalogue {
         }
 
         /// Every site's row, in catalogue order.
+        #[expect(clippy::needless_update, reason = "rows that give every field leave nothing to ROW")]
         pub const SITES: [&SiteInfo; SITE_COUNT] = [$(&SiteInfo {
             site: Site::$variant,
-            $($field: $value),*
+            $($field: $value,)*
+            ..ROW
         }),*];
     };
 }
@@ -356,6 +402,8 @@ catalogue! {
         // 6.15 on: `ret = ep_check_params(...); if (unlikely(ret))`; before, the tests in line.
         source: &[written("maxevents <= 0"), written("ret))")],
         decided: Decided::Exit,
+        branch_since: "6.15",
+        branch_before: "do_epoll_wait tests maxevents and the buffer before it looks the epoll fd up, each in a branch of its own: a closed epfd with bad maxevents is -EINVAL there",
     }
     EpollZeroTimeout {
         id: "epoll.zero_timeout",
@@ -418,6 +466,8 @@ catalogue! {
         syscalls: &crate::syscalls::ALLOCATING,
         source: &[written("bit < BITS_PER_LONG")],
         decided: Decided::TaskState,
+        branch_since: "6.13",
+        branch_before: "find_next_fd has no fast path: the search goes through full_fds_bits for every allocation",
     }
     FdTableFull {
         id: "fd.table_full",
@@ -492,6 +542,8 @@ catalogue! {
         syscalls: &[Syscall::Close],
         source: &[written("retval == 0")],
         decided: Decided::Exit,
+        branch_since: "6.15",
+        branch_before: "sys_close tests only for the restart errors (-ERESTARTSYS and the like, made -EINTR): no test of retval == 0",
     }
     // fs/file.c: __fget_light.
     FgetTableShared {
@@ -701,6 +753,8 @@ catalogue! {
         syscalls: &[Syscall::Chmod, Syscall::Fchmodat, Syscall::Fchmodat2],
         source: &[written("flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)")],
         decided: Decided::Enter,
+        branch_since: "6.6",
+        branch_before: "do_fchmodat takes no flags (there is no fchmodat2): no flags test",
     }
     // include/linux/file.h: FD_PREPARE() / FD_ADD() around an fd allocation (6.19 on), in
     // the order a call evaluates them: __FD_PREPARE_INIT, then class_fd_prepare_lock_err
@@ -716,6 +770,8 @@ catalogue! {
         syscalls: &crate::syscalls::PREPARING,
         source: &[written("fdf.__fd >= 0")],
         decided: Decided::Exit,
+        branch_since: "6.19",
+        branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
     }
     FdPrepareErrSet {
         id: "fd_prepare.err_set",
@@ -728,6 +784,8 @@ catalogue! {
         syscalls: &crate::syscalls::PREPARING,
         source: &[written("fdf->err")],
         decided: Decided::Exit,
+        branch_since: "6.19",
+        branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
     }
     FdPrepareFdFailed {
         id: "fd_prepare.fd_failed",
@@ -740,6 +798,8 @@ catalogue! {
         syscalls: &crate::syscalls::PREPARING,
         source: &[written("fdf->__fd < 0")],
         decided: Decided::Exit,
+        branch_since: "6.19",
+        branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
     }
     FdPrepareFileFailed {
         id: "fd_prepare.file_failed",
@@ -752,6 +812,8 @@ catalogue! {
         syscalls: &crate::syscalls::PREPARING,
         source: &[written("IS_ERR(fdf->__file)")],
         decided: Decided::Exit,
+        branch_since: "6.19",
+        branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
     }
     FdPrepareFileNull {
         id: "fd_prepare.file_null",
@@ -764,6 +826,8 @@ catalogue! {
         syscalls: &crate::syscalls::PREPARING,
         source: &[written("!fdf->__file")],
         decided: Decided::Exit,
+        branch_since: "6.19",
+        branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
     }
     FdAddOk {
         id: "fd_add.ok",
@@ -776,6 +840,8 @@ catalogue! {
         syscalls: &crate::syscalls::ADDING,
         source: &[written("!ret")],
         decided: Decided::Exit,
+        branch_since: "6.19",
+        branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
     }
     FdPrepareUnpublishedFd {
         id: "fd_prepare.unpublished_fd",
@@ -788,6 +854,8 @@ catalogue! {
         syscalls: &crate::syscalls::PREPARING,
         source: &[written("fdf->__fd >= 0")],
         decided: Decided::Exit,
+        branch_since: "6.19",
+        branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
     }
     FdPrepareUnpublishedFile {
         id: "fd_prepare.unpublished_file",
@@ -800,6 +868,8 @@ catalogue! {
         syscalls: &crate::syscalls::PREPARING,
         source: &[written("!IS_ERR_OR_NULL(fdf->__file)")],
         decided: Decided::Exit,
+        branch_since: "6.19",
+        branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
     }
 }
 

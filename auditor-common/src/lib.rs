@@ -237,6 +237,8 @@ pub mod globals {
     pub const EMPTY_PROGRAMS: &str = "EMPTY_PROGRAMS";
     /// u32: 1 to count every process but the auditor's own.
     pub const TRACE_ALL: &str = "TRACE_ALL";
+    /// u32: the [`crate::open::FlagSet`] of the running kernel's `build_open_flags()`.
+    pub const OPEN_FLAG_SET: &str = "OPEN_FLAG_SET";
     /// u32: 1 when the comm filter map has entries.
     pub const FILTER_COMMS: &str = "FILTER_COMMS";
     /// u32: 1 when some of them are thread names (`--thread-comm`).

@@ -25,6 +25,65 @@ pub const OPENAT2_REGULAR: u64 = 1 << 32;
 /// include/linux/fcntl.h: every flag open and openat keep (the others are dropped).
 pub const VALID_OPEN_FLAGS: u64 = O_WRONLY | O_RDWR | ((1 << 23) - O_CREAT) | O_EMPTYPATH;
 pub const VALID_OPENAT2_FLAGS: u64 = VALID_OPEN_FLAGS | OPENAT2_REGULAR;
+
+/// The flags `build_open_flags()` knows, which depend on the release: 7.2 added
+/// O_EMPTYPATH and openat2's OPENAT2_REGULAR, which 6.18 refuses (measured; the releases
+/// between are taken to have them). As u32 for the probe's load-time global.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagSet {
+    /// Through 6.18: neither flag.
+    Before = 0,
+    /// After 6.18, as in 7.2: both.
+    EmptyPath = 1,
+}
+
+impl FlagSet {
+    /// The newest release without O_EMPTYPATH and OPENAT2_REGULAR.
+    pub const LAST_BEFORE: (u32, u32) = (6, 18);
+
+    /// The set of a kernel of `release` (major, minor).
+    pub const fn of(release: (u32, u32)) -> FlagSet {
+        if release.0 > Self::LAST_BEFORE.0
+            || (release.0 == Self::LAST_BEFORE.0 && release.1 > Self::LAST_BEFORE.1)
+        {
+            FlagSet::EmptyPath
+        } else {
+            FlagSet::Before
+        }
+    }
+
+    pub const fn from_u32(value: u32) -> FlagSet {
+        if value == FlagSet::Before as u32 {
+            FlagSet::Before
+        } else {
+            FlagSet::EmptyPath
+        }
+    }
+
+    /// The bits these releases take that 7.2's set adds.
+    const fn newer_bits(self) -> u64 {
+        match self {
+            FlagSet::Before => O_EMPTYPATH | OPENAT2_REGULAR,
+            FlagSet::EmptyPath => 0,
+        }
+    }
+
+    /// What open and openat keep.
+    pub const fn open(self) -> u64 {
+        VALID_OPEN_FLAGS & !self.newer_bits()
+    }
+
+    /// What openat2 accepts.
+    pub const fn openat2(self) -> u64 {
+        VALID_OPENAT2_FLAGS & !self.newer_bits()
+    }
+
+    /// What O_PATH keeps.
+    const fn path(self) -> u64 {
+        O_PATH_FLAGS & !self.newer_bits()
+    }
+}
 /// RESOLVE_NO_XDEV .. RESOLVE_CACHED.
 pub const VALID_RESOLVE_FLAGS: u64 = 0x3f;
 pub const RESOLVE_BENEATH: u64 = 0x08;
@@ -56,10 +115,10 @@ const fn will_create(flags: u64) -> bool {
 
 /// `build_open_how()`: what open, openat and creat pass on (their flags an int, their
 /// mode a umode_t; force_o_largefile() on 64-bit).
-pub const fn build_open_how(flags: u64, mode: u64) -> OpenHow {
-    let mut flags = (flags as u32 as u64 | O_LARGEFILE) & VALID_OPEN_FLAGS;
+pub const fn build_open_how(flags: u64, mode: u64, set: FlagSet) -> OpenHow {
+    let mut flags = (flags as u32 as u64 | O_LARGEFILE) & set.open();
     if flags & O_PATH != 0 {
-        flags &= O_PATH_FLAGS;
+        flags &= set.path();
     }
     let mode = if will_create(flags) {
         mode as u16 as u64 & S_IALLUGO
@@ -76,11 +135,11 @@ pub const fn build_open_how(flags: u64, mode: u64) -> OpenHow {
 /// creat(path, mode) is open(path, O_CREAT | O_WRONLY | O_TRUNC, mode).
 pub const CREAT_FLAGS: u64 = O_CREAT | O_WRONLY | O_TRUNC;
 
-/// `build_open_flags()` returns an error (-EINVAL) for `how`.
-pub const fn open_flags_refused(how: &OpenHow) -> bool {
+/// `build_open_flags()` returns an error (-EINVAL) for `how` on a kernel of flag `set`.
+pub const fn open_flags_refused(how: &OpenHow, set: FlagSet) -> bool {
     let flags = how.flags & !O_CLOEXEC;
     let writes = matches!(flags & 0o3, 1..=3);
-    flags & !VALID_OPENAT2_FLAGS != 0
+    flags & !set.openat2() != 0
         || how.resolve & !VALID_RESOLVE_FLAGS != 0
         || (how.resolve & RESOLVE_BENEATH != 0 && how.resolve & RESOLVE_IN_ROOT != 0)
         || (will_create(flags) && how.mode & !S_IALLUGO != 0)
@@ -88,15 +147,15 @@ pub const fn open_flags_refused(how: &OpenHow) -> bool {
         || flags & (O_DIRECTORY | O_CREAT) == O_DIRECTORY | O_CREAT
         || (flags & O_TMPFILE_BIT != 0 && (flags & O_DIRECTORY == 0 || !writes))
         || flags & (O_DIRECTORY | OPENAT2_REGULAR) == O_DIRECTORY | OPENAT2_REGULAR
-        || (flags & O_PATH != 0 && flags & !O_PATH_FLAGS != 0)
+        || (flags & O_PATH != 0 && flags & !set.path() != 0)
 }
 
 /// `do_sys_openat2()`: `if (unlikely(err))` on `build_open_flags()` (None: `how` could not
 /// be read). Whether it refused the call.
 #[cfg_attr(target_arch = "bpf", inline(always))]
-fn do_sys_openat2<R: Recorder>(recorder: &mut R, how: Option<&OpenHow>) -> bool {
+fn do_sys_openat2<R: Recorder>(recorder: &mut R, how: Option<&OpenHow>, set: FlagSet) -> bool {
     let refused = match how {
-        Some(how) => Evaluation::from_taken(open_flags_refused(how)),
+        Some(how) => Evaluation::from_taken(open_flags_refused(how, set)),
         None => Evaluation::Undecided,
     };
     unlikely!(recorder, OpenBadFlags, refused) == Evaluation::Taken
@@ -105,8 +164,8 @@ fn do_sys_openat2<R: Recorder>(recorder: &mut R, how: Option<&OpenHow>) -> bool 
 /// open, openat (`flags`, `mode` as passed) and creat (`CREAT_FLAGS`): whether the checks
 /// refused the call, before its fd allocation.
 #[cfg_attr(target_arch = "bpf", inline(always))]
-pub fn open<R: Recorder>(recorder: &mut R, flags: u64, mode: u64) -> bool {
-    do_sys_openat2(recorder, Some(&build_open_how(flags, mode)))
+pub fn open<R: Recorder>(recorder: &mut R, flags: u64, mode: u64, set: FlagSet) -> bool {
+    do_sys_openat2(recorder, Some(&build_open_how(flags, mode, set)), set)
 }
 
 /// openat2 with `size` and the struct it points to (None: unreadable). The kernel copies
@@ -114,7 +173,12 @@ pub fn open<R: Recorder>(recorder: &mut R, flags: u64, mode: u64) -> bool {
 /// not read here, so a larger struct leaves the flags test undecided. Whether the checks
 /// refused the call, as [`open`].
 #[cfg_attr(target_arch = "bpf", inline(always))]
-pub fn openat2<R: Recorder>(recorder: &mut R, size: u64, how: Option<&OpenHow>) -> bool {
+pub fn openat2<R: Recorder>(
+    recorder: &mut R,
+    size: u64,
+    how: Option<&OpenHow>,
+    set: FlagSet,
+) -> bool {
     let small = unlikely!(
         recorder,
         Openat2SizeTooSmall,
@@ -131,7 +195,7 @@ pub fn openat2<R: Recorder>(recorder: &mut R, size: u64, how: Option<&OpenHow>) 
     if big == Evaluation::Taken {
         return true;
     }
-    do_sys_openat2(recorder, how.filter(|_| size == OPEN_HOW_SIZE_VER0))
+    do_sys_openat2(recorder, how.filter(|_| size == OPEN_HOW_SIZE_VER0), set)
 }
 
 #[cfg(test)]
@@ -148,8 +212,30 @@ mod tests {
     }
 
     #[test]
+    fn the_flags_by_release() {
+        assert_eq!(FlagSet::of((6, 1)), FlagSet::Before);
+        assert_eq!(FlagSet::of((6, 18)), FlagSet::Before);
+        assert_eq!(FlagSet::of((7, 2)), FlagSet::EmptyPath);
+        let before = FlagSet::Before;
+        let how = |flags| OpenHow {
+            flags,
+            mode: 0,
+            resolve: 0,
+        };
+        // 6.18 refuses both of 7.2's new flags from openat2, and open drops O_EMPTYPATH.
+        assert!(open_flags_refused(&how(O_EMPTYPATH), before));
+        assert!(open_flags_refused(&how(OPENAT2_REGULAR), before));
+        assert!(!open_flags_refused(&how(O_EMPTYPATH), FlagSet::EmptyPath));
+        assert_eq!(build_open_how(O_EMPTYPATH, 0, before).flags, O_LARGEFILE);
+        assert_eq!(FlagSet::from_u32(before as u32), before);
+        assert_eq!(FlagSet::from_u32(1), FlagSet::EmptyPath);
+    }
+
+    #[test]
     fn build_open_flags_refusals() {
-        let open = |flags: u64, mode: u64| open_flags_refused(&build_open_how(flags, mode));
+        let set = FlagSet::EmptyPath;
+        let open =
+            |flags: u64, mode: u64| open_flags_refused(&build_open_how(flags, mode, set), set);
         assert!(!open(0, 0));
         assert!(!open(O_CREAT | O_WRONLY, 0o644));
         // Unknown bits and a mode without O_CREAT are dropped for open and openat.
@@ -162,11 +248,14 @@ mod tests {
         // O_PATH keeps only its own flags for open: no error.
         assert!(!open(O_PATH | O_CREAT | O_WRONLY, 0o600));
         let how = |flags, mode, resolve| {
-            open_flags_refused(&OpenHow {
-                flags,
-                mode,
-                resolve,
-            })
+            open_flags_refused(
+                &OpenHow {
+                    flags,
+                    mode,
+                    resolve,
+                },
+                set,
+            )
         };
         // openat2 checks what open drops.
         assert!(how(1 << 30, 0, 0));
@@ -182,7 +271,7 @@ mod tests {
     fn openat2_sizes_come_first() {
         let run = |size, how: Option<&OpenHow>| {
             let mut counters = Counters::default();
-            let _ = openat2(&mut counters, size, how);
+            let _ = openat2(&mut counters, size, how, FlagSet::EmptyPath);
             [
                 counters.get(Site::Openat2SizeTooSmall),
                 counters.get(Site::Openat2SizeTooBig),

@@ -55,6 +55,14 @@ pub fn forget_thread(tid: u32) {
     let _ = PENDING_ALLOC.remove(tid);
 }
 
+/// The running kernel's `open::FlagSet`, set by the loader.
+#[unsafe(no_mangle)]
+static OPEN_FLAG_SET: u32 = 0;
+
+fn flag_set() -> open::FlagSet {
+    open::FlagSet::from_u32(target::global(&OPEN_FLAG_SET))
+}
+
 /// fcntl commands that allocate: F_DUPFD and F_DUPFD_CLOEXEC.
 const F_DUPFD: u64 = 0;
 const F_DUPFD_CLOEXEC: u64 = 1030;
@@ -207,7 +215,7 @@ macro_rules! opens {
                 };
                 let flags = arg!(&ctx, $syscall, "flags");
                 let mode = arg!(&ctx, $syscall, "mode");
-                let refused = refused_by(&process, |row| open::open(row, flags, mode));
+                let refused = refused_by(&process, |row| open::open(row, flags, mode, flag_set()));
                 enter!($syscall, process, 0, arg!(&ctx, $syscall, "filename"), refused);
                 0
             }
@@ -226,7 +234,9 @@ pub fn creat_enter(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let mode = arg!(&ctx, Creat, "mode");
-    let refused = refused_by(&process, |row| open::open(row, open::CREAT_FLAGS, mode));
+    let refused = refused_by(&process, |row| {
+        open::open(row, open::CREAT_FLAGS, mode, flag_set())
+    });
     enter!(Creat, process, 0, arg!(&ctx, Creat, "pathname"), refused);
     0
 }
@@ -244,7 +254,7 @@ pub fn openat2_enter(ctx: TracePointContext) -> u32 {
         } else {
             None
         };
-        open::openat2(row, size, how.as_ref())
+        open::openat2(row, size, how.as_ref(), flag_set())
     });
     enter!(
         Openat2,

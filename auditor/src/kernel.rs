@@ -56,12 +56,17 @@ pub fn release() -> String {
         .unwrap_or_default()
 }
 
-/// (major, minor) of a release string such as `6.1.0-47-amd64`.
-pub fn parse_release(release: &str) -> Option<(u32, u32)> {
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    Some((major, minor))
+pub use auditor_common::catalogue::parse_release;
+
+/// The flags this machine's kernel's `build_open_flags()` knows: what the probe and the
+/// strace source decide opens by (a log from another kernel is read as if from this one).
+pub fn open_flag_set() -> auditor_common::open::FlagSet {
+    static SET: std::sync::LazyLock<auditor_common::open::FlagSet> =
+        std::sync::LazyLock::new(|| {
+            // An unreadable release is taken as the newest.
+            auditor_common::open::FlagSet::of(parse_release(&release()).unwrap_or((u32::MAX, 0)))
+        });
+    *SET
 }
 
 /// The helpers the running kernel lacks: those its BTF's `enum bpf_func_id` does not

@@ -238,14 +238,35 @@ fn a_renamed_process_is_counted_under_its_new_name() {
 
 /// Starts `auditor ARGS`, sends it `signal` after `delay`, and returns its exit status,
 /// JSON report and how long it took to end after the signal.
+/// Whether `pid` has a handler for `signal` (its SigCgt mask in /proc/PID/status).
+fn catches(pid: nix::unistd::Pid, signal: nix::sys::signal::Signal) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal as i32 - 1)) != 0)
+}
+
 fn signalled(
     args: &[&str],
     signal: nix::sys::signal::Signal,
     delay: Duration,
 ) -> (Option<i32>, serde_json::Value, Duration) {
     let started = common::start(args);
-    std::thread::sleep(delay);
     let pid = nix::unistd::Pid::from_raw(started.child.id() as i32);
+    // The moments count from the auditor's first instructions, once its handler is in
+    // place: before, the process is still being exec'd (slow on an emulated machine) and
+    // a signal's default action is all there is.
+    let handling = Instant::now();
+    while !catches(pid, signal) {
+        assert!(
+            handling.elapsed() < Duration::from_secs(20),
+            "the auditor never handled {signal}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(delay);
     nix::sys::signal::kill(pid, signal).unwrap();
     common::ended(started)
 }

@@ -196,7 +196,15 @@ fn open_checks_both_ways() {
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn fchmodat_flags_both_ways() {
-    assert_workload_exact("chmod:3 fchmodat2:5:2 fork fchmodat2:2:1");
+    require_privileges();
+    auditor::tracefs::ensure_mounted().unwrap();
+    if auditor::tracefs::has_event("syscalls", "sys_enter_fchmodat2") {
+        assert_workload_exact("chmod:3 fchmodat2:5:2 fork fchmodat2:2:1");
+    } else {
+        // Before 6.6 there is no fchmodat2: chmod alone reaches the test, never taken.
+        eprintln!("this kernel has no fchmodat2: chmod alone");
+        assert_workload_exact("chmod:3 fork chmod:2");
+    }
 }
 
 /// fd.past_nr_open and fd.rounded_past_nr_open both ways, with fs.nr_open lowered to 1000
@@ -241,7 +249,7 @@ fn fd_state_sites_both_ways() {
 
 /// The steps of the tests of the open checks (the strace one is in `ingest.rs`).
 const OPEN_CHECKS: &str = "wait open:3 open-badflags:2 openat2:2:24 openat2:3:12 openat2:1:8192 \
-                           openat2:1:32 openat2-badmode:2";
+                           openat2:1:32 openat2-badmode:2 openat2-emptypath:2";
 
 /// dup2.same_fd and dup3.same_fd, both ways each: dup2 of an fd onto itself (returned at
 /// once) and onto another (on to ksys_dup3, not taken there), dup3 onto itself (EINVAL),
@@ -581,7 +589,15 @@ fn the_syscall_records_are_laid_out_as_the_format_files_say() {
     require_privileges();
     tracefs::ensure_mounted().unwrap();
     let args_start = std::mem::offset_of!(SysEnter<1>, args);
-    for info in SYSCALLS.iter().filter(|info| info.enter) {
+    // A syscall newer than the running kernel has no records to check.
+    let present = |info: &&auditor_common::syscalls::SyscallInfo| {
+        let present = tracefs::has_event("syscalls", &format!("sys_enter_{}", info.name));
+        if !present {
+            eprintln!("this kernel has no {} syscall", info.name);
+        }
+        present
+    };
+    for info in SYSCALLS.iter().filter(|info| info.enter).filter(present) {
         let event = format!("sys_enter_{}", info.name);
         for (index, name) in info.args.iter().enumerate() {
             let offset = tracefs::field_offset("syscalls", &event, name).unwrap();
@@ -599,7 +615,7 @@ fn the_syscall_records_are_laid_out_as_the_format_files_say() {
             .count();
         assert_eq!(fields, 5 + info.args.len(), "{event}: {format}");
     }
-    for info in SYSCALLS.iter().filter(|info| info.exit) {
+    for info in SYSCALLS.iter().filter(|info| info.exit).filter(present) {
         let event = format!("sys_exit_{}", info.name);
         let offset = tracefs::field_offset("syscalls", &event, "ret").unwrap();
         assert_eq!(offset, std::mem::offset_of!(SysExit, ret), "{event}");

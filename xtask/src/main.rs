@@ -1,5 +1,6 @@
 //! `cargo xtask`: sets the eBPF toolchain up, builds, runs the auditor, runs every test.
 
+mod apt;
 mod bench;
 mod build;
 mod fixtures;
@@ -8,6 +9,7 @@ mod kernel_src;
 mod run;
 mod setup;
 mod test;
+mod vm;
 
 use std::process::{Command, ExitCode};
 

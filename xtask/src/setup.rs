@@ -59,12 +59,42 @@ fn has_bpf_linker() -> bool {
 /// Whether Debian's packages for building against LLVM 22 are all installed (llvm-config
 /// alone comes with llvm-22, without the library bpf-linker links to).
 fn has_llvm() -> bool {
-    LLVM_PACKAGES.iter().all(|package| {
-        Command::new("dpkg-query")
-            .args(["-W", "-f=${Status}", package])
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "install ok installed")
-    })
+    LLVM_PACKAGES.iter().all(|package| installed(package))
+}
+
+/// Whether Debian's `package` is installed.
+fn installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "install ok installed")
+}
+
+/// Installs those of Debian's `packages` that are missing (as root), for `what`.
+pub fn ensure_packages(packages: &[&str], what: &str) -> anyhow::Result<()> {
+    let missing: Vec<&str> = packages.iter().copied().filter(|p| !installed(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!(
+            "{what} needs Debian's {}: run `apt-get install -y {}` as root",
+            missing.join(", "),
+            missing.join(" ")
+        );
+    }
+    println!(
+        "setup: installing {} from Debian ({what})",
+        missing.join(", ")
+    );
+    exec(Command::new("apt-get").arg("update").arg("-qq")).context("apt-get update")?;
+    exec(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+    .with_context(|| format!("installing {}", missing.join(", ")))
 }
 
 fn is_root() -> bool {
@@ -157,18 +187,7 @@ fn install_bpf_linker() -> anyhow::Result<()> {
                 LLVM_PACKAGES.join(" ")
             );
         }
-        println!(
-            "setup: installing LLVM 22 from Debian ({})",
-            LLVM_PACKAGES.join(" ")
-        );
-        exec(Command::new("apt-get").arg("update").arg("-qq")).context("apt-get update")?;
-        exec(
-            Command::new("apt-get")
-                .args(["install", "-y", "-qq", "--no-install-recommends"])
-                .args(LLVM_PACKAGES)
-                .env("DEBIAN_FRONTEND", "noninteractive"),
-        )
-        .context("installing LLVM 22")?;
+        ensure_packages(&LLVM_PACKAGES, "building bpf-linker against LLVM 22")?;
     }
     println!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (a few minutes)");
     // Without Debian's LLVM first on PATH, the build looks for libLLVM in /usr/lib64.

@@ -9,13 +9,26 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use crate::{exec, setup, workspace_root};
+use crate::{exec, setup, vm, workspace_root};
 
 #[derive(clap::Args)]
 pub struct Options {
     /// Skip formatting and clippy.
     #[arg(long)]
     no_lint: bool,
+    /// Instead of the host's tests: the privileged tests on these Debian kernels under
+    /// QEMU (5.10, 6.1, 6.12, 7.2; `host` for the machine's own), as a matrix.
+    #[arg(long, num_args = 1.., value_name = "VERSION")]
+    kernel: Vec<String>,
+    /// The test binaries (auditor/tests/NAME.rs) whose privileged tests run per kernel.
+    #[arg(long, num_args = 1.., value_name = "NAME", default_values = ["trace", "session"])]
+    vm_tests: Vec<String>,
+    /// A guest still running after this long is killed and reported.
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = humantime::parse_duration)]
+    vm_timeout: std::time::Duration,
+    /// With --kernel: write the matrix into README.md's kernels section.
+    #[arg(long, requires = "kernel")]
+    readme: bool,
 }
 
 fn cargo(args: &[&str]) -> Command {
@@ -41,6 +54,18 @@ fn mount_tracefs() -> anyhow::Result<()> {
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
     setup::ensure()?;
+    if !options.kernel.is_empty() {
+        if !is_root() {
+            bail!("the kernel matrix runs its guests' tests as root: run it as root");
+        }
+        setup::ensure_packages(&vm::PACKAGES, "booting Debian's kernels under QEMU")?;
+        return vm::run(&vm::Options {
+            kernels: options.kernel.clone(),
+            tests: options.vm_tests.clone(),
+            timeout: options.vm_timeout,
+            readme: options.readme,
+        });
+    }
     if !options.no_lint {
         exec(&mut cargo(&["fmt", "--all", "--check"]))?;
         exec(&mut cargo(&[

@@ -113,6 +113,23 @@ pub enum Format {
     Text,
 }
 
+/// The kernel releases of `runs`' probe runs (the probe sees the kernel it runs on; a log
+/// does not say its kernel) that lack `info`'s branch.
+fn absent_in_kernels(info: &SiteInfo, runs: &[saved::Run]) -> Vec<String> {
+    let mut absent: Vec<String> = runs
+        .iter()
+        .filter(|run| run.source == "ebpf")
+        .filter(|run| {
+            auditor_common::catalogue::parse_release(&run.kernel_release)
+                .is_some_and(|release| !info.branch_in(release))
+        })
+        .map(|run| run.kernel_release.clone())
+        .collect();
+    absent.sort();
+    absent.dedup();
+    absent
+}
+
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct SiteReport {
     #[serde(flatten)]
@@ -135,6 +152,9 @@ pub struct SiteReport {
     /// The code that made the calls of the rare arm, when the source saw their stacks
     /// (`strace -k`), most evaluations first.
     pub rare_callers: Vec<RareCaller>,
+    /// The kernels of the report's probe runs whose code lacks the branch (older than
+    /// `branch_since`): there its counts are the model's, not the kernel's.
+    pub absent_in_kernels: Vec<String>,
 }
 
 /// Evaluations of a site's rare arm made by one piece of code.
@@ -342,6 +362,7 @@ impl Report {
                     rare_arm: verdict::rare_arm(info.hint, &counts),
                     rare_from: Vec::new(),
                     rare_callers: Vec::new(),
+                    absent_in_kernels: absent_in_kernels(info, &runs),
                 }
             })
             .collect();

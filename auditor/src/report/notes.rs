@@ -49,6 +49,7 @@ pub(super) fn site_notes(sites: &[SiteReport]) -> Vec<String> {
             unmeasured.join(", ")
         ));
     }
+    notes.extend(absent_branch_notes(sites));
     for site in sites
         .iter()
         .filter(|s| s.measured && !s.rare_from.is_empty())
@@ -178,4 +179,33 @@ pub fn percent(share: f64) -> String {
     } else {
         format!("{:.2}%", share * 100.0)
     }
+}
+
+/// Sites whose branch the kernel of a probe run does not have, by the release that brought
+/// it: one note each, naming the kernels and what they do instead.
+fn absent_branch_notes(sites: &[SiteReport]) -> Vec<String> {
+    let mut groups: Vec<(&SiteReport, Vec<&str>)> = Vec::new();
+    for site in sites.iter().filter(|s| !s.absent_in_kernels.is_empty()) {
+        match groups.iter_mut().find(|(first, _)| {
+            first.info.branch_since == site.info.branch_since
+                && first.info.branch_before == site.info.branch_before
+                && first.absent_in_kernels == site.absent_in_kernels
+        }) {
+            Some((_, ids)) => ids.push(site.info.id),
+            None => groups.push((site, vec![site.info.id])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(first, ids)| {
+            format!(
+                "Not branches kernel {} runs: {} (Linux {}; before it, {}). Their counts are \
+                 what the model, the newest kernel's code, makes of these calls.",
+                first.absent_in_kernels.join(", "),
+                ids.join(", "),
+                first.info.branch_since,
+                first.info.branch_before
+            )
+        })
+        .collect()
 }

@@ -164,10 +164,20 @@ fn hint_text(info: &SiteInfo) -> String {
 
 fn site_row(site: &SiteReport, wide: bool) -> Vec<String> {
     let verdict = &site.verdict;
-    let hint = match site.proposed_hint {
+    let mut hint = match site.proposed_hint {
         Some(hint) => format!("{} (proposed)", hint.name()),
         None => hint_text(site.info),
     };
+    if !site.absent_in_kernels.is_empty() {
+        // The notes say what those kernels do instead.
+        let releases: Vec<String> = site
+            .absent_in_kernels
+            .iter()
+            .filter_map(|kernel| auditor_common::catalogue::parse_release(kernel))
+            .map(|(major, minor)| format!("{major}.{minor}"))
+            .collect();
+        hint.push_str(&format!(", not in {}", releases.join("/")));
+    }
     let interval = if site.taken_share.is_some() && site.measured {
         format!(
             "{} .. {}",

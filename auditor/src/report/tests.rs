@@ -307,3 +307,39 @@ fn text_fits_a_mail_reply() {
     assert!(text.contains("dup2.same_fd"), "{text}");
     assert!(text.contains("x|y\\u{1b}[2J"), "{text}");
 }
+
+/// A probe run on a kernel older than a site's branch: the site lists that kernel, the
+/// table marks its hint and a note says what the kernel does instead; a strace run (whose
+/// kernel is not the traced one) or a newer kernel marks nothing.
+#[test]
+fn sites_whose_branch_the_runs_kernel_lacks() {
+    let run = |source: &str, kernel: &str| {
+        let mut run = saved::Run::here(source, "t".into(), std::time::Duration::ZERO);
+        run.kernel_release = kernel.into();
+        run
+    };
+    let tally = Tally::default();
+    let old = Report::of_runs(vec![run("ebpf", "6.1.0-50-amd64")], &tally, |_| true);
+    let site = |report: &Report, site| report.site(site).absent_in_kernels.clone();
+    assert_eq!(site(&old, Site::CloseOk), ["6.1.0-50-amd64"]);
+    assert_eq!(site(&old, Site::FdPrepareFdOk), ["6.1.0-50-amd64"]);
+    assert!(site(&old, Site::PollFdNegative).is_empty());
+    let note = old
+        .notes
+        .iter()
+        .find(|n| n.contains("fd_prepare.fd_ok"))
+        .expect("a note on FD_PREPARE");
+    assert!(note.contains("Linux 6.19"), "{note}");
+    assert!(note.contains("fd_add.ok"), "{note}");
+    let mut table = Vec::new();
+    old.render(Format::Table, NARROW, &mut table).unwrap();
+    let table = String::from_utf8(table).unwrap();
+    let close = table.lines().find(|l| l.contains("close.ok")).unwrap();
+    assert!(close.contains("not in 6.1"), "{close}");
+    for report in [
+        Report::of_runs(vec![run("ebpf", "7.2.13+deb14-amd64")], &tally, |_| true),
+        Report::of_runs(vec![run("strace", "6.1.0-50-amd64")], &tally, |_| true),
+    ] {
+        assert!(report.sites.iter().all(|s| s.absent_in_kernels.is_empty()));
+    }
+}

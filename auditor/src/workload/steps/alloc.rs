@@ -30,6 +30,10 @@ pub enum Alloc {
     /// `openat2-badmode:CALLS`: openat2 with a mode but no O_CREAT (EINVAL from
     /// build_open_flags).
     Openat2BadMode { calls: u32 },
+    /// `openat2-emptypath:CALLS`: openat2 of /dev/null with O_EMPTYPATH (bit 26), a flag
+    /// 7.2 takes and 6.18 and older refuse (EINVAL): the step checks the running kernel
+    /// answers as its release says, and keeps the fds it opens.
+    Openat2EmptyPath { calls: u32 },
     /// `dup:CALLS`: dup of fd 3, kept open.
     Dup { calls: u32 },
     /// `dupfd:CALLS:START`: fcntl(3, F_DUPFD, START), kept open.
@@ -98,6 +102,7 @@ impl Family for Alloc {
             "open-emfile" => |calls| Alloc::OpenOverLimit { calls },
             "open-badflags" => |calls| Alloc::OpenBadFlags { calls },
             "openat2-badmode" => |calls| Alloc::Openat2BadMode { calls },
+            "openat2-emptypath" => |calls| Alloc::Openat2EmptyPath { calls },
             "dup" => |calls| Alloc::Dup { calls },
             "accept-eagain" => |calls| Alloc::AcceptNone { calls },
             "pipe" => |calls| Alloc::Pipe { calls },
@@ -153,6 +158,10 @@ impl Family for Alloc {
             }
             Alloc::Openat2BadMode { calls } => {
                 repeat(calls, Some(libc::EINVAL), || openat2(24, 0o644))
+            }
+            Alloc::Openat2EmptyPath { calls } => {
+                let errno = (!kernel_takes_emptypath()).then_some(libc::EINVAL);
+                repeat(calls, errno, || openat2_flags(24, O_EMPTYPATH, 0))
             }
             Alloc::Dup { calls } => repeat(calls, None, || {
                 // SAFETY: fd 3 is the workload's; the new fds stay open.
@@ -243,6 +252,19 @@ impl Family for Alloc {
                 e.all(Site::Openat2SizeTooSmall, calls, false);
                 e.all(Site::Openat2SizeTooBig, calls, false);
                 e.all(Site::OpenBadFlags, calls, true);
+            }
+            Alloc::Openat2EmptyPath { calls } => {
+                e.calls[Syscall::Openat2] += u64::from(calls);
+                let taken = kernel_takes_emptypath();
+                e.all(Site::Openat2SizeTooSmall, u64::from(calls), false);
+                e.all(Site::Openat2SizeTooBig, u64::from(calls), false);
+                e.all(Site::OpenBadFlags, u64::from(calls), !taken);
+                if taken {
+                    for _ in 0..calls {
+                        table.allocate_lowest(e);
+                        e.prepared(Syscall::Openat2, Prepared::Published);
+                    }
+                }
             }
             Alloc::OpenMissing { calls } => {
                 e.calls[Syscall::Openat] += u64::from(calls);
@@ -346,9 +368,24 @@ pub(super) fn opens_checked(e: &mut Expected, calls: u32) {
     e.all(Site::OpenBadFlags, u64::from(calls), false);
 }
 
+/// include/uapi/asm-generic/fcntl.h in 7.2: open relative to the fd itself when the path
+/// is empty.
+const O_EMPTYPATH: u64 = 1 << 26;
+
+/// Whether the running kernel's build_open_flags() takes O_EMPTYPATH: 7.2's does, 6.18's
+/// does not (both measured; the releases between are taken to, as the model takes them).
+fn kernel_takes_emptypath() -> bool {
+    crate::kernel::parse_release(&crate::kernel::release()).is_none_or(|release| release > (6, 18))
+}
+
 /// One openat2 of /dev/null, `size` bytes of `struct open_how` (zeros past the first 24)
 /// asking for O_RDONLY with `mode`.
 fn openat2(size: u32, mode: u64) -> libc::c_long {
+    openat2_flags(size, 0, mode)
+}
+
+/// As [`openat2`], with `flags`.
+fn openat2_flags(size: u32, flags: u64, mode: u64) -> libc::c_long {
     #[repr(C)]
     struct OpenHow {
         flags: u64,
@@ -357,7 +394,7 @@ fn openat2(size: u32, mode: u64) -> libc::c_long {
         rest: [u8; 8192 - 24],
     }
     let how = OpenHow {
-        flags: 0,
+        flags,
         mode,
         resolve: 0,
         rest: [0; 8192 - 24],
@@ -450,6 +487,7 @@ impl fmt::Display for Alloc {
             Alloc::OpenBadFlags { calls } => write!(f, "open-badflags:{calls}"),
             Alloc::Openat2 { calls, size } => write!(f, "openat2:{calls}:{size}"),
             Alloc::Openat2BadMode { calls } => write!(f, "openat2-badmode:{calls}"),
+            Alloc::Openat2EmptyPath { calls } => write!(f, "openat2-emptypath:{calls}"),
             Alloc::Dup { calls } => write!(f, "dup:{calls}"),
             Alloc::DupFd { calls, start } => write!(f, "dupfd:{calls}:{start}"),
             Alloc::DupFdOverLimit { calls, start } => write!(f, "dupfd-emfile:{calls}:{start}"),

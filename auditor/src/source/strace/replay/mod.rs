@@ -154,10 +154,15 @@ impl Replay {
                 let refused = match syscall {
                     Syscall::Open | Syscall::Openat | Syscall::Openat2 | Syscall::Creat => {
                         decode::open(record, syscall).map(|call| match call {
-                            OpenArgs::Open { flags, mode } => open::open(recorder, flags, mode),
-                            OpenArgs::Openat2 { size, how } => {
-                                open::openat2(recorder, size, how.as_ref())
+                            OpenArgs::Open { flags, mode } => {
+                                open::open(recorder, flags, mode, crate::kernel::open_flag_set())
                             }
+                            OpenArgs::Openat2 { size, how } => open::openat2(
+                                recorder,
+                                size,
+                                how.as_ref(),
+                                crate::kernel::open_flag_set(),
+                            ),
                         })
                     }
                     _ => Ok(false),

@@ -1,0 +1,431 @@
+//! `cargo xtask test --kernel VERSION…`: the privileged tests on Debian's kernels under
+//! QEMU. Builds the test binaries on the host, fetches each kernel package
+//! ([`kernel`]), boots it with the host's file system ([`guest`]), runs the chosen test
+//! binaries there as root (a kernel the probe does not load on instead checks that the
+//! auditor refuses it in one line), and prints a matrix: kernel × test binary, with the
+//! time each took and, for a failure, where the guest's output is kept.
+
+mod guest;
+mod kernel;
+
+use std::{
+    collections::BTreeMap,
+    fmt::Write as _,
+    path::PathBuf,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+
+use crate::workspace_root;
+
+/// What `--kernel` runs.
+pub struct Options {
+    pub kernels: Vec<String>,
+    /// Test binaries (auditor/tests/NAME.rs) whose privileged tests run in each guest.
+    pub tests: Vec<String>,
+    pub timeout: Duration,
+    /// Write the matrix into README.md's kernels section (when every row passed).
+    pub readme: bool,
+}
+
+/// README.md's markers around the matrix.
+const README_BEGIN: &str = "<!-- kernels:begin";
+const README_END: &str = "<!-- kernels:end -->";
+
+/// `readme` with the lines between the kernels markers replaced by `matrix`.
+fn with_matrix(readme: &str, matrix: &str) -> anyhow::Result<String> {
+    let begin = readme
+        .find(README_BEGIN)
+        .context("README.md has no kernels:begin marker")?;
+    let body = begin
+        + readme[begin..]
+            .find('\n')
+            .context("a line after the marker")?
+        + 1;
+    let end = readme
+        .find(README_END)
+        .context("README.md has no kernels:end marker")?;
+    if end < body {
+        bail!("README.md's kernels markers are out of order");
+    }
+    Ok(format!("{}{matrix}{}", &readme[..body], &readme[end..]))
+}
+
+/// What the Debian packages the matrix boots need on the host.
+pub const PACKAGES: [&str; 4] = ["qemu-system-x86", "busybox-static", "cpio", "xz-utils"];
+
+/// The tests of one binary in one place, from libtest's lines.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Results {
+    passed: Vec<String>,
+    failed: Vec<String>,
+}
+
+impl Results {
+    /// Reads `test NAME ... ok` / `... FAILED` lines.
+    fn parse(output: &str) -> Results {
+        let mut results = Results::default();
+        for line in output.lines() {
+            let Some(rest) = line.strip_prefix("test ") else {
+                continue;
+            };
+            if let Some(name) = rest.strip_suffix(" ... ok") {
+                results.passed.push(name.to_string());
+            } else if let Some(name) = rest.strip_suffix(" ... FAILED") {
+                results.failed.push(name.to_string());
+            }
+        }
+        results
+    }
+}
+
+/// One row of the matrix.
+struct Row {
+    kernel: String,
+    took: Duration,
+    /// Per test binary (or `refusal`): its results.
+    results: BTreeMap<String, Results>,
+    /// What went wrong beyond failed tests (a hang, a crash, a missing status).
+    trouble: Option<String>,
+    /// Where the guest's output is kept.
+    output: Option<PathBuf>,
+    /// How long the auditor took to load and attach the probe there.
+    start: Option<Duration>,
+}
+
+impl Row {
+    fn ok(&self) -> bool {
+        self.trouble.is_none()
+            && !self.results.is_empty()
+            && self
+                .results
+                .values()
+                .all(|r| r.failed.is_empty() && !r.passed.is_empty())
+    }
+}
+
+/// The test binaries of the auditor package, by name, built for the host.
+fn build_tests() -> anyhow::Result<BTreeMap<String, PathBuf>> {
+    let output = Command::new("cargo")
+        .args([
+            "test",
+            "--no-run",
+            "--package",
+            "auditor",
+            "--message-format=json",
+        ])
+        .current_dir(workspace_root())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run cargo test --no-run")?;
+    if !output.status.success() {
+        bail!("building the test binaries failed");
+    }
+    let mut binaries = BTreeMap::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let kind_is_test = message["target"]["kind"]
+            .as_array()
+            .is_some_and(|kinds| kinds.iter().any(|k| k == "test"));
+        if message["reason"] == "compiler-artifact"
+            && kind_is_test
+            && let (Some(name), Some(path)) = (
+                message["target"]["name"].as_str(),
+                message["executable"].as_str(),
+            )
+        {
+            binaries.insert(name.to_string(), PathBuf::from(path));
+        }
+    }
+    Ok(binaries)
+}
+
+/// The guest's script: each binary's privileged tests, one at a time, between markers.
+fn test_script(binaries: &[(String, PathBuf)]) -> String {
+    let package = workspace_root().join("auditor");
+    let auditor = workspace_root().join("target/debug/auditor");
+    let mut script = String::from("mount -t tracefs tracefs /sys/kernel/tracing\nexport CI=true\n");
+    // The tests' fd counts assume the host's limits, not the guest init's 1024.
+    let (soft, hard) = nofile_limits();
+    let _ = writeln!(script, "ulimit -Hn {hard}; ulimit -Sn {soft}");
+    let _ = writeln!(script, "cd '{}'", package.display());
+    // The probe's start: load, verify and attach, around a command that does nothing.
+    let _ = writeln!(
+        script,
+        "s=$(date +%s%N); '{}' trace -- true >/dev/null 2>&1; e=$(date +%s%N); \
+         echo \"== start $(( (e - s) / 1000000 ))\"",
+        auditor.display()
+    );
+    for (name, path) in binaries {
+        let _ = writeln!(
+            script,
+            "echo '== binary {name}'; '{}' --ignored --test-threads=1 --color never",
+            path.display()
+        );
+    }
+    script
+}
+
+/// This process's RLIMIT_NOFILE (soft, hard).
+fn nofile_limits() -> (u64, u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 1024,
+        rlim_max: 4096,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    (limit.rlim_cur, limit.rlim_max)
+}
+
+/// The guest's script for a kernel the probe does not load on: the auditor's refusal.
+fn refusal_script() -> String {
+    let auditor = workspace_root().join("target/debug/auditor");
+    format!(
+        "mount -t tracefs tracefs /sys/kernel/tracing\n\
+         '{}' trace --workload default > /tmp/out 2> /tmp/err; status=$?\n\
+         lines=$(wc -l < /tmp/err)\n\
+         echo \"== refusal status $status, $lines line(s) on stderr\"; cat /tmp/err\n\
+         if [ $status = 1 ] && [ $lines = 1 ] && grep -q 'lacks the BPF helper' /tmp/err && \
+         grep -q 'auditor strace' /tmp/err; then echo 'test refused_in_one_line ... ok'; \
+         else echo 'test refused_in_one_line ... FAILED'; fi\n",
+        auditor.display()
+    )
+}
+
+/// Splits a guest's output at `== binary NAME` markers.
+fn per_binary(output: &str) -> BTreeMap<String, Results> {
+    let mut results = BTreeMap::new();
+    let mut current = String::from("refusal");
+    let mut text = String::new();
+    for line in output.lines().chain(["== binary"]) {
+        if let Some(name) = line.strip_prefix("== binary") {
+            let parsed = Results::parse(&text);
+            if parsed != Results::default() {
+                results.insert(current.clone(), parsed);
+            }
+            current = name.trim().to_string();
+            text.clear();
+        } else {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    results
+}
+
+fn start_of(output: &str) -> Option<Duration> {
+    output
+        .lines()
+        .find_map(|line| line.strip_prefix("== start "))
+        .and_then(|ms| ms.trim().parse().ok())
+        .map(Duration::from_millis)
+}
+
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    let all = build_tests()?;
+    let mut binaries = Vec::new();
+    for name in &options.tests {
+        let path = all
+            .get(name)
+            .with_context(|| format!("no test binary {name} (auditor/tests/{name}.rs)"))?;
+        binaries.push((name.clone(), path.clone()));
+    }
+    let mut rows = Vec::new();
+    let mut accel = None;
+    for version in &options.kernels {
+        let start = Instant::now();
+        if version == "host" {
+            rows.push(host_row(&binaries)?);
+            continue;
+        }
+        let release = kernel::release(version)?;
+        let kernel = kernel::fetch(release)?;
+        let work = workspace_root().join("target/vm").join(release.suite);
+        let accel = match accel {
+            Some(accel) => accel,
+            None => {
+                let chosen = guest::choose_accel(&kernel, &work)?;
+                println!("vm: QEMU accelerator: {chosen:?} (decided by a test boot)");
+                *accel.insert(chosen)
+            }
+        };
+        let script = if release.supported {
+            test_script(&binaries)
+        } else {
+            refusal_script()
+        };
+        println!("vm: booting {} ({}) ...", kernel.name, release.suite);
+        let run = guest::boot(&kernel, &script, &work, accel, options.timeout)?;
+        let output = work.join("guest-output.log");
+        std::fs::write(&output, &run.output)?;
+        let trouble = match run.outcome {
+            guest::Outcome::Exited(_) => None,
+            guest::Outcome::TimedOut => {
+                Some(format!("killed after {} s", options.timeout.as_secs()))
+            }
+            guest::Outcome::Crashed(why) => Some(format!("{why} ({})", run.console.display())),
+        };
+        let row = Row {
+            kernel: format!("{} ({})", kernel.name, release.suite),
+            took: start.elapsed(),
+            results: per_binary(&run.output),
+            trouble,
+            output: Some(output),
+            start: start_of(&run.output),
+        };
+        println!("{}", row_line(&row));
+        rows.push(row);
+    }
+    let matrix = render(&rows);
+    println!("\n{matrix}");
+    let kept = workspace_root().join("target/vm/matrix.md");
+    std::fs::create_dir_all(kept.parent().expect("a parent"))?;
+    std::fs::write(&kept, &matrix)?;
+    println!("(kept in {})", kept.display());
+    let failed: Vec<_> = rows
+        .iter()
+        .filter(|r| !r.ok())
+        .map(|r| r.kernel.clone())
+        .collect();
+    let (passed, failures) = rows
+        .iter()
+        .flat_map(|r| r.results.values())
+        .fold((0, 0), |(p, f), r| (p + r.passed.len(), f + r.failed.len()));
+    println!("\nmatrix: {passed} passed, {failures} failed");
+    if !failed.is_empty() {
+        bail!("the tests failed on {}", failed.join(", "));
+    }
+    if options.readme {
+        let path = workspace_root().join("README.md");
+        let readme = std::fs::read_to_string(&path)?;
+        std::fs::write(&path, with_matrix(&readme, &matrix)?)?;
+        println!("wrote the matrix into {}", path.display());
+    }
+    Ok(())
+}
+
+/// The same binaries on the machine's own kernel.
+fn host_row(binaries: &[(String, PathBuf)]) -> anyhow::Result<Row> {
+    let start = Instant::now();
+    let mut results = BTreeMap::new();
+    let mut log = String::new();
+    for (name, path) in binaries {
+        let output = Command::new(path)
+            .args(["--ignored", "--test-threads=1", "--color", "never"])
+            .current_dir(workspace_root().join("auditor"))
+            .env("CI", "true")
+            .output()
+            .with_context(|| format!("cannot run {}", path.display()))?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        log.push_str(&text);
+        log.push_str(&String::from_utf8_lossy(&output.stderr));
+        results.insert(name.clone(), Results::parse(&text));
+    }
+    let output = workspace_root().join("target/vm/host-output.log");
+    std::fs::create_dir_all(output.parent().expect("a parent"))?;
+    std::fs::write(&output, log)?;
+    let release = String::from_utf8_lossy(&Command::new("uname").arg("-r").output()?.stdout)
+        .trim()
+        .to_string();
+    let row = Row {
+        kernel: format!("{release} (this machine)"),
+        took: start.elapsed(),
+        results,
+        trouble: None,
+        output: Some(output),
+        start: None,
+    };
+    println!("{}", row_line(&row));
+    Ok(row)
+}
+
+fn row_line(row: &Row) -> String {
+    format!(
+        "vm: {}: {} in {} s",
+        row.kernel,
+        if row.ok() { "ok" } else { "FAILED" },
+        row.took.as_secs()
+    )
+}
+
+/// The matrix as Markdown: one row per kernel, one column per test binary.
+fn render(rows: &[Row]) -> String {
+    let mut columns: Vec<&String> = rows.iter().flat_map(|r| r.results.keys()).collect();
+    columns.sort();
+    columns.dedup();
+    let mut out = String::from("| kernel | probe |");
+    for column in &columns {
+        let _ = write!(out, " {column} |");
+    }
+    out.push_str(" start | took |\n|---|---|");
+    for _ in &columns {
+        out.push_str("---|");
+    }
+    out.push_str("---|---|\n");
+    for row in rows {
+        let probe = if row.results.contains_key("refusal") {
+            "refused in one line"
+        } else if row.results.is_empty() {
+            "-"
+        } else {
+            "loads"
+        };
+        let _ = write!(out, "| {} | {probe} |", row.kernel);
+        for column in &columns {
+            let cell = match row.results.get(*column) {
+                Some(r) if r.failed.is_empty() => format!("{} passed", r.passed.len()),
+                Some(r) => format!("{} passed, FAILED: {}", r.passed.len(), r.failed.join(", ")),
+                None => "-".into(),
+            };
+            let _ = write!(out, " {cell} |");
+        }
+        let start = row
+            .start
+            .map_or("-".into(), |s| format!("{:.1} s", s.as_secs_f64()));
+        let _ = writeln!(out, " {start} | {} s |", row.took.as_secs());
+    }
+    for row in rows.iter().filter(|r| !r.ok()) {
+        let _ = writeln!(
+            out,
+            "\n{}: {}; the guest's output is in {}",
+            row.kernel,
+            row.trouble.as_deref().unwrap_or("tests failed"),
+            row.output
+                .as_ref()
+                .map_or("-".into(), |p| p.display().to_string())
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_matrix_goes_between_the_markers() {
+        let readme = "a\n<!-- kernels:begin (generated) -->\nold\n<!-- kernels:end -->\nb\n";
+        assert_eq!(
+            with_matrix(readme, "| new |\n").unwrap(),
+            "a\n<!-- kernels:begin (generated) -->\n| new |\n<!-- kernels:end -->\nb\n"
+        );
+        assert!(with_matrix("no markers", "x").is_err());
+    }
+
+    #[test]
+    fn results_per_binary() {
+        let output = "== start 2500\n== binary trace\nrunning 2 tests\n\
+                      test a ... ok\ntest b ... FAILED\n== binary session\ntest c ... ok\n";
+        let results = per_binary(output);
+        assert_eq!(results["trace"].passed, ["a"]);
+        assert_eq!(results["trace"].failed, ["b"]);
+        assert_eq!(results["session"].passed, ["c"]);
+        assert_eq!(start_of(output), Some(Duration::from_millis(2500)));
+        let refusal = per_binary("== refusal status 1\ntest refused_in_one_line ... ok\n");
+        assert_eq!(refusal["refusal"].passed, ["refused_in_one_line"]);
+    }
+}
