@@ -19,9 +19,10 @@ use common::{WORKLOAD, WORKLOAD_COMM, require_privileges};
 
 const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
 
-/// Waits for `path` to hold a number, written by a traced shell.
+/// Waits for `path` to hold a number, written by a traced shell (once the probe is loaded:
+/// seconds, or a minute on an emulated machine).
 fn read_pid(path: &std::path::Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         if let Ok(text) = std::fs::read_to_string(path)
             && let Ok(pid) = text.trim().parse()

@@ -269,10 +269,23 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             }
             guest::Outcome::Crashed(why) => Some(format!("{why} ({})", run.console.display())),
         };
+        let mut results = per_binary(&run.output);
+        let expected: Vec<&str> = if release.supported {
+            binaries.iter().map(|(name, _)| name.as_str()).collect()
+        } else {
+            vec!["refusal"]
+        };
+        // A binary that printed no test line (it crashed, or never started) failed.
+        for name in expected {
+            results.entry(name.to_string()).or_insert_with(|| Results {
+                passed: Vec::new(),
+                failed: vec!["(no test ran)".into()],
+            });
+        }
         let row = Row {
             kernel: format!("{} ({})", kernel.name, release.suite),
             took: start.elapsed(),
-            results: per_binary(&run.output),
+            results,
             trouble,
             output: Some(output),
             start: start_of(&run.output),
@@ -310,7 +323,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 
 /// The same binaries on the machine's own kernel.
 fn host_row(binaries: &[(String, PathBuf)]) -> anyhow::Result<Row> {
-    let start = Instant::now();
+    let begun = Instant::now();
     let mut results = BTreeMap::new();
     let mut log = String::new();
     for (name, path) in binaries {
@@ -325,6 +338,15 @@ fn host_row(binaries: &[(String, PathBuf)]) -> anyhow::Result<Row> {
         log.push_str(&String::from_utf8_lossy(&output.stderr));
         results.insert(name.clone(), Results::parse(&text));
     }
+    let auditor = workspace_root().join("target/debug/auditor");
+    let started = Instant::now();
+    let loaded = Command::new(&auditor)
+        .args(["trace", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {}", auditor.display()))?;
+    let start = loaded.success().then(|| started.elapsed());
     let output = workspace_root().join("target/vm/host-output.log");
     std::fs::create_dir_all(output.parent().expect("a parent"))?;
     std::fs::write(&output, log)?;
@@ -333,11 +355,11 @@ fn host_row(binaries: &[(String, PathBuf)]) -> anyhow::Result<Row> {
         .to_string();
     let row = Row {
         kernel: format!("{release} (this machine)"),
-        took: start.elapsed(),
+        took: begun.elapsed(),
         results,
         trouble: None,
         output: Some(output),
-        start: None,
+        start,
     };
     println!("{}", row_line(&row));
     Ok(row)
