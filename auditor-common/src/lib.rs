@@ -5,6 +5,11 @@
 //! The model lives here once. The probe runs it on what it reads in the kernel; the strace
 //! source runs it on what strace printed. They cannot disagree about what a branch means
 //! or when the kernel gets to it.
+//!
+//! Built for the probe, the model's functions are inlined into the programs
+//! (`#[cfg_attr(target_arch = "bpf", inline(always))]`): as BPF subprograms they made
+//! frames that 6.1's verifier refused (a chain of calls past its 512 bytes of stack, and
+//! reads of stack slots a frame had not written yet, which only newer verifiers allow).
 #![no_std]
 
 #[cfg(feature = "user")]

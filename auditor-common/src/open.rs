@@ -26,46 +26,63 @@ pub const OPENAT2_REGULAR: u64 = 1 << 32;
 pub const VALID_OPEN_FLAGS: u64 = O_WRONLY | O_RDWR | ((1 << 23) - O_CREAT) | O_EMPTYPATH;
 pub const VALID_OPENAT2_FLAGS: u64 = VALID_OPEN_FLAGS | OPENAT2_REGULAR;
 
-/// The flags `build_open_flags()` knows, which depend on the release: 7.2 added
-/// O_EMPTYPATH and openat2's OPENAT2_REGULAR, which 6.18 refuses (measured; the releases
-/// between are taken to have them). As u32 for the probe's load-time global.
+/// The flags `build_open_flags()` knows, which depend on the release, as the trees of
+/// 6.1, 6.12 and 7.2 and the machine's 6.18 show: bit 26 is `__FMODE_NONOTIFY`, stripped
+/// from openat2's flags unchecked through 6.12, refused by 6.18, and 7.2's O_EMPTYPATH;
+/// openat2's OPENAT2_REGULAR (bit 32) came in 7.2 too. Releases between are taken as the
+/// next one known (6.13 to 6.17 as 6.18, 6.19 to 7.1 as 7.2). As u32 for the probe's
+/// load-time global.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlagSet {
-    /// Through 6.18: neither flag.
-    Before = 0,
-    /// After 6.18, as in 7.2: both.
-    EmptyPath = 1,
+    /// Through 6.12: bit 26 stripped before the test, OPENAT2_REGULAR refused.
+    NonotifyStripped = 0,
+    /// 6.18: bit 26 and OPENAT2_REGULAR refused.
+    Before = 1,
+    /// 7.2: O_EMPTYPATH and OPENAT2_REGULAR taken.
+    EmptyPath = 2,
 }
 
+/// Bit 26 before 7.2: `__FMODE_NONOTIFY`, which build_open_flags() strips through 6.12.
+const FMODE_NONOTIFY: u64 = O_EMPTYPATH;
+
 impl FlagSet {
-    /// The newest release without O_EMPTYPATH and OPENAT2_REGULAR.
+    /// The newest release that strips bit 26, and the newest without O_EMPTYPATH.
+    pub const LAST_STRIPPED: (u32, u32) = (6, 12);
     pub const LAST_BEFORE: (u32, u32) = (6, 18);
 
     /// The set of a kernel of `release` (major, minor).
     pub const fn of(release: (u32, u32)) -> FlagSet {
-        if release.0 > Self::LAST_BEFORE.0
-            || (release.0 == Self::LAST_BEFORE.0 && release.1 > Self::LAST_BEFORE.1)
-        {
-            FlagSet::EmptyPath
-        } else {
+        if !later(release, Self::LAST_STRIPPED) {
+            FlagSet::NonotifyStripped
+        } else if !later(release, Self::LAST_BEFORE) {
             FlagSet::Before
+        } else {
+            FlagSet::EmptyPath
         }
     }
 
     pub const fn from_u32(value: u32) -> FlagSet {
-        if value == FlagSet::Before as u32 {
-            FlagSet::Before
-        } else {
-            FlagSet::EmptyPath
+        match value {
+            0 => FlagSet::NonotifyStripped,
+            1 => FlagSet::Before,
+            _ => FlagSet::EmptyPath,
         }
     }
 
-    /// The bits these releases take that 7.2's set adds.
+    /// The bits of 7.2's sets these releases do not take.
     const fn newer_bits(self) -> u64 {
         match self {
-            FlagSet::Before => O_EMPTYPATH | OPENAT2_REGULAR,
+            FlagSet::NonotifyStripped | FlagSet::Before => O_EMPTYPATH | OPENAT2_REGULAR,
             FlagSet::EmptyPath => 0,
+        }
+    }
+
+    /// What build_open_flags() strips from the flags before testing them.
+    const fn stripped(self) -> u64 {
+        match self {
+            FlagSet::NonotifyStripped => FMODE_NONOTIFY | O_CLOEXEC,
+            FlagSet::Before | FlagSet::EmptyPath => O_CLOEXEC,
         }
     }
 
@@ -84,6 +101,12 @@ impl FlagSet {
         O_PATH_FLAGS & !self.newer_bits()
     }
 }
+
+/// Whether release `a` is later than `b`.
+const fn later(a: (u32, u32), b: (u32, u32)) -> bool {
+    a.0 > b.0 || (a.0 == b.0 && a.1 > b.1)
+}
+
 /// RESOLVE_NO_XDEV .. RESOLVE_CACHED.
 pub const VALID_RESOLVE_FLAGS: u64 = 0x3f;
 pub const RESOLVE_BENEATH: u64 = 0x08;
@@ -137,7 +160,7 @@ pub const CREAT_FLAGS: u64 = O_CREAT | O_WRONLY | O_TRUNC;
 
 /// `build_open_flags()` returns an error (-EINVAL) for `how` on a kernel of flag `set`.
 pub const fn open_flags_refused(how: &OpenHow, set: FlagSet) -> bool {
-    let flags = how.flags & !O_CLOEXEC;
+    let flags = how.flags & !set.stripped();
     let writes = matches!(flags & 0o3, 1..=3);
     flags & !set.openat2() != 0
         || how.resolve & !VALID_RESOLVE_FLAGS != 0
@@ -213,22 +236,28 @@ mod tests {
 
     #[test]
     fn the_flags_by_release() {
-        assert_eq!(FlagSet::of((6, 1)), FlagSet::Before);
-        assert_eq!(FlagSet::of((6, 18)), FlagSet::Before);
-        assert_eq!(FlagSet::of((7, 2)), FlagSet::EmptyPath);
-        let before = FlagSet::Before;
+        use FlagSet::*;
+        assert_eq!(FlagSet::of((6, 1)), NonotifyStripped);
+        assert_eq!(FlagSet::of((6, 12)), NonotifyStripped);
+        assert_eq!(FlagSet::of((6, 18)), Before);
+        assert_eq!(FlagSet::of((7, 2)), EmptyPath);
         let how = |flags| OpenHow {
             flags,
             mode: 0,
             resolve: 0,
         };
-        // 6.18 refuses both of 7.2's new flags from openat2, and open drops O_EMPTYPATH.
-        assert!(open_flags_refused(&how(O_EMPTYPATH), before));
-        assert!(open_flags_refused(&how(OPENAT2_REGULAR), before));
-        assert!(!open_flags_refused(&how(O_EMPTYPATH), FlagSet::EmptyPath));
-        assert_eq!(build_open_how(O_EMPTYPATH, 0, before).flags, O_LARGEFILE);
-        assert_eq!(FlagSet::from_u32(before as u32), before);
-        assert_eq!(FlagSet::from_u32(1), FlagSet::EmptyPath);
+        // Bit 26 from openat2: ignored through 6.12, refused by 6.18, O_EMPTYPATH in 7.2.
+        assert!(!open_flags_refused(&how(O_EMPTYPATH), NonotifyStripped));
+        assert!(open_flags_refused(&how(O_EMPTYPATH), Before));
+        assert!(!open_flags_refused(&how(O_EMPTYPATH), EmptyPath));
+        // OPENAT2_REGULAR is 7.2's alone; open and openat drop bit 26 before 7.2.
+        assert!(open_flags_refused(&how(OPENAT2_REGULAR), NonotifyStripped));
+        assert!(open_flags_refused(&how(OPENAT2_REGULAR), Before));
+        for set in [NonotifyStripped, Before] {
+            assert_eq!(build_open_how(O_EMPTYPATH, 0, set).flags, O_LARGEFILE);
+            assert_eq!(FlagSet::from_u32(set as u32), set);
+        }
+        assert_eq!(FlagSet::from_u32(EmptyPath as u32), EmptyPath);
     }
 
     #[test]

@@ -159,8 +159,8 @@ fn enter_with(call: &Allocation, pair: u32, fds: u64) {
     }
 }
 
-// Inlined into each exit program: a frame of its own passes the 512 bytes that verifiers
-// before 6.12 allow a program's chain of calls (each frame rounded up to 32).
+// Inlined into each exit program: as a frame of its own it took 6.1's verifier past the
+// 512 bytes it allows a chain of calls (each frame rounded up to 32).
 #[inline(always)]
 fn exit(ctx: &TracePointContext) {
     let Some(pending) = take_from(&PENDING_ALLOC, |p| &mut p.live) else {

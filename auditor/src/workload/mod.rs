@@ -30,8 +30,8 @@
 //! - `open-badflags:CALLS`: opens with O_CREAT | O_DIRECTORY (EINVAL before the fd).
 //! - `openat2:CALLS:SIZE`: openat2 of /dev/null with `usize` SIZE (below 24: EINVAL, over
 //!   4096: E2BIG, else the fds stay open); `openat2-badmode:CALLS`: with a mode and no
-//!   O_CREAT (EINVAL before the fd); `openat2-emptypath:CALLS`: with O_EMPTYPATH, which
-//!   7.2 takes and 6.18 and older refuse (EINVAL), checked against the running kernel.
+//!   O_CREAT (EINVAL before the fd); `openat2-emptypath:CALLS`: with bit 26 (7.2's
+//!   O_EMPTYPATH; 6.18 refuses it, 6.12 and older strip it), checked against the kernel.
 //! - `close-fd:FD`: close of one fd the workload opened.
 //! - `opath:CALLS`: an O_PATH open of /dev/null, a read of it (EBADF), an fcntl F_GETFD
 //!   of it and its close, CALLS times.

@@ -64,18 +64,46 @@ struct Results {
 }
 
 impl Results {
-    /// Reads `test NAME ... ok` / `... FAILED` lines.
+    /// Reads `test NAME ... ok` / `... FAILED` lines; a test's own output on stderr may
+    /// come between its name and its outcome, which then ends a later line. A
+    /// `test result:` line that counts more failures than were named adds them unnamed.
     fn parse(output: &str) -> Results {
         let mut results = Results::default();
+        let mut pending: Option<&str> = None;
+        let mut summary_failed = 0;
         for line in output.lines() {
-            let Some(rest) = line.strip_prefix("test ") else {
+            if let Some(rest) = line.strip_prefix("test result: ") {
+                summary_failed += rest
+                    .split(';')
+                    .find_map(|part| part.trim().strip_suffix(" failed"))
+                    .and_then(|n| n.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                continue;
+            }
+            let (name, outcome) = match line
+                .strip_prefix("test ")
+                .and_then(|r| r.split_once(" ... "))
+            {
+                Some((name, rest)) => (Some(name), rest),
+                None => (pending, line),
+            };
+            let Some(name) = name else {
                 continue;
             };
-            if let Some(name) = rest.strip_suffix(" ... ok") {
-                results.passed.push(name.to_string());
-            } else if let Some(name) = rest.strip_suffix(" ... FAILED") {
+            if outcome.ends_with("FAILED") {
                 results.failed.push(name.to_string());
+                pending = None;
+            } else if outcome.ends_with("ok") {
+                results.passed.push(name.to_string());
+                pending = None;
+            } else {
+                pending = Some(name);
             }
+        }
+        while results.failed.len() < summary_failed {
+            results
+                .failed
+                .push("(a test the output does not name)".into());
         }
         results
     }
@@ -226,6 +254,16 @@ fn start_of(output: &str) -> Option<Duration> {
 }
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
+    // Every name is checked before anything is built or fetched.
+    let releases: Vec<Option<kernel::Release>> = options
+        .kernels
+        .iter()
+        .map(|version| {
+            (version != "host")
+                .then(|| kernel::release(version))
+                .transpose()
+        })
+        .collect::<anyhow::Result<_>>()?;
     let all = build_tests()?;
     let mut binaries = Vec::new();
     for name in &options.tests {
@@ -236,60 +274,21 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     }
     let mut rows = Vec::new();
     let mut accel = None;
-    for version in &options.kernels {
+    for release in releases {
         let start = Instant::now();
-        if version == "host" {
-            rows.push(host_row(&binaries)?);
-            continue;
-        }
-        let release = kernel::release(version)?;
-        let kernel = kernel::fetch(release)?;
-        let work = workspace_root().join("target/vm").join(release.suite);
-        let accel = match accel {
-            Some(accel) => accel,
-            None => {
-                let chosen = guest::choose_accel(&kernel, &work)?;
-                println!("vm: QEMU accelerator: {chosen:?} (decided by a test boot)");
-                *accel.insert(chosen)
-            }
+        let row = match release {
+            None => host_row(&binaries),
+            Some(release) => guest_row(release, &binaries, &mut accel, options.timeout),
         };
-        let script = if release.supported {
-            test_script(&binaries)
-        } else {
-            refusal_script()
-        };
-        println!("vm: booting {} ({}) ...", kernel.name, release.suite);
-        let run = guest::boot(&kernel, &script, &work, accel, options.timeout)?;
-        let output = work.join("guest-output.log");
-        std::fs::write(&output, &run.output)?;
-        let trouble = match run.outcome {
-            guest::Outcome::Exited(_) => None,
-            guest::Outcome::TimedOut => {
-                Some(format!("killed after {} s", options.timeout.as_secs()))
-            }
-            guest::Outcome::Crashed(why) => Some(format!("{why} ({})", run.console.display())),
-        };
-        let mut results = per_binary(&run.output);
-        let expected: Vec<&str> = if release.supported {
-            binaries.iter().map(|(name, _)| name.as_str()).collect()
-        } else {
-            vec!["refusal"]
-        };
-        // A binary that printed no test line (it crashed, or never started) failed.
-        for name in expected {
-            results.entry(name.to_string()).or_insert_with(|| Results {
-                passed: Vec::new(),
-                failed: vec!["(no test ran)".into()],
-            });
-        }
-        let row = Row {
-            kernel: format!("{} ({})", kernel.name, release.suite),
+        // A kernel that cannot be fetched or booted is a failed row, not the end.
+        let row = row.unwrap_or_else(|error| Row {
+            kernel: release.map_or("host".into(), |r| format!("{} ({})", r.version, r.suite)),
             took: start.elapsed(),
-            results,
-            trouble,
-            output: Some(output),
-            start: start_of(&run.output),
-        };
+            results: BTreeMap::new(),
+            trouble: Some(format!("{error:#}")),
+            output: None,
+            start: None,
+        });
         println!("{}", row_line(&row));
         rows.push(row);
     }
@@ -319,6 +318,62 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         println!("wrote the matrix into {}", path.display());
     }
     Ok(())
+}
+
+/// `binaries` (or the refusal check) in a guest of `release`; the accelerator is decided
+/// at the first boot.
+fn guest_row(
+    release: kernel::Release,
+    binaries: &[(String, PathBuf)],
+    accel: &mut Option<guest::Accel>,
+    timeout: Duration,
+) -> anyhow::Result<Row> {
+    let start = Instant::now();
+    let kernel = kernel::fetch(release)?;
+    let work = workspace_root().join("target/vm").join(release.suite);
+    let accel = match *accel {
+        Some(accel) => accel,
+        None => {
+            let chosen = guest::choose_accel(&kernel, &work)?;
+            println!("vm: QEMU accelerator: {chosen:?} (decided by a test boot)");
+            *accel.insert(chosen)
+        }
+    };
+    let script = if release.supported {
+        test_script(binaries)
+    } else {
+        refusal_script()
+    };
+    println!("vm: booting {} ({}) ...", kernel.name, release.suite);
+    let run = guest::boot(&kernel, &script, &work, accel, timeout)?;
+    let output = work.join("guest-output.log");
+    std::fs::write(&output, &run.output)?;
+    let trouble = match run.outcome {
+        guest::Outcome::Exited(_) => None,
+        guest::Outcome::TimedOut => Some(format!("killed after {} s", timeout.as_secs())),
+        guest::Outcome::Crashed(why) => Some(format!("{why} ({})", run.console.display())),
+    };
+    let mut results = per_binary(&run.output);
+    let expected: Vec<&str> = if release.supported {
+        binaries.iter().map(|(name, _)| name.as_str()).collect()
+    } else {
+        vec!["refusal"]
+    };
+    // A binary that printed no test line (it crashed, or never started) failed.
+    for name in expected {
+        results.entry(name.to_string()).or_insert_with(|| Results {
+            passed: Vec::new(),
+            failed: vec!["(no test ran)".into()],
+        });
+    }
+    Ok(Row {
+        kernel: format!("{} ({})", kernel.name, release.suite),
+        took: start.elapsed(),
+        results,
+        trouble,
+        output: Some(output),
+        start: start_of(&run.output),
+    })
 }
 
 /// The same binaries on the machine's own kernel.
@@ -361,7 +416,6 @@ fn host_row(binaries: &[(String, PathBuf)]) -> anyhow::Result<Row> {
         output: Some(output),
         start,
     };
-    println!("{}", row_line(&row));
     Ok(row)
 }
 
@@ -447,6 +501,17 @@ mod tests {
         assert_eq!(results["trace"].failed, ["b"]);
         assert_eq!(results["session"].passed, ["c"]);
         assert_eq!(start_of(output), Some(Duration::from_millis(2500)));
+        // Output on stderr between a test's name and its outcome.
+        let interleaved = Results::parse(
+            "test a ... workload: returned 71\nFAILED\ntest b ... ok\n\
+             test result: FAILED. 1 passed; 1 failed; 0 ignored\n",
+        );
+        assert_eq!(
+            (interleaved.passed, interleaved.failed),
+            (vec!["b".to_string()], vec!["a".to_string()])
+        );
+        let unnamed = Results::parse("test result: FAILED. 0 passed; 2 failed; 0 ignored\n");
+        assert_eq!(unnamed.failed.len(), 2);
         let refusal = per_binary("== refusal status 1\ntest refused_in_one_line ... ok\n");
         assert_eq!(refusal["refusal"].passed, ["refused_in_one_line"]);
     }

@@ -30,9 +30,10 @@ pub enum Alloc {
     /// `openat2-badmode:CALLS`: openat2 with a mode but no O_CREAT (EINVAL from
     /// build_open_flags).
     Openat2BadMode { calls: u32 },
-    /// `openat2-emptypath:CALLS`: openat2 of /dev/null with O_EMPTYPATH (bit 26), a flag
-    /// 7.2 takes and 6.18 and older refuse (EINVAL): the step checks the running kernel
-    /// answers as its release says, and keeps the fds it opens.
+    /// `openat2-emptypath:CALLS`: openat2 of /dev/null with bit 26 set: O_EMPTYPATH,
+    /// which 7.2 takes; 6.18 refuses it (EINVAL); 6.12 and older strip it unchecked (it is
+    /// their __FMODE_NONOTIFY). The step checks the running kernel answers as its release
+    /// says, and keeps the fds it opens.
     Openat2EmptyPath { calls: u32 },
     /// `dup:CALLS`: dup of fd 3, kept open.
     Dup { calls: u32 },
@@ -160,7 +161,7 @@ impl Family for Alloc {
                 repeat(calls, Some(libc::EINVAL), || openat2(24, 0o644))
             }
             Alloc::Openat2EmptyPath { calls } => {
-                let errno = (!kernel_takes_emptypath()).then_some(libc::EINVAL);
+                let errno = kernel_refuses_bit_26().then_some(libc::EINVAL);
                 repeat(calls, errno, || openat2_flags(24, O_EMPTYPATH, 0))
             }
             Alloc::Dup { calls } => repeat(calls, None, || {
@@ -255,11 +256,11 @@ impl Family for Alloc {
             }
             Alloc::Openat2EmptyPath { calls } => {
                 e.calls[Syscall::Openat2] += u64::from(calls);
-                let taken = kernel_takes_emptypath();
+                let refused = kernel_refuses_bit_26();
                 e.all(Site::Openat2SizeTooSmall, u64::from(calls), false);
                 e.all(Site::Openat2SizeTooBig, u64::from(calls), false);
-                e.all(Site::OpenBadFlags, u64::from(calls), !taken);
-                if taken {
+                e.all(Site::OpenBadFlags, u64::from(calls), refused);
+                if !refused {
                     for _ in 0..calls {
                         table.allocate_lowest(e);
                         e.prepared(Syscall::Openat2, Prepared::Published);
@@ -372,10 +373,12 @@ pub(super) fn opens_checked(e: &mut Expected, calls: u32) {
 /// is empty.
 const O_EMPTYPATH: u64 = 1 << 26;
 
-/// Whether the running kernel's build_open_flags() takes O_EMPTYPATH: 7.2's does, 6.18's
-/// does not (both measured; the releases between are taken to, as the model takes them).
-fn kernel_takes_emptypath() -> bool {
-    crate::kernel::parse_release(&crate::kernel::release()).is_none_or(|release| release > (6, 18))
+/// Whether the running kernel's build_open_flags() refuses bit 26 from openat2: 6.18's
+/// does; 6.1's and 6.12's strip it first (their trees) and 7.2's takes it as O_EMPTYPATH.
+/// Measured on each of them; 6.13 to 6.17 are taken as 6.18, 6.19 to 7.1 as 7.2.
+fn kernel_refuses_bit_26() -> bool {
+    crate::kernel::parse_release(&crate::kernel::release())
+        .is_some_and(|release| release > (6, 12) && release <= (6, 18))
 }
 
 /// One openat2 of /dev/null, `size` bytes of `struct open_how` (zeros past the first 24)
