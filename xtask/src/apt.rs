@@ -26,20 +26,33 @@ pub fn machine_archive() -> anyhow::Result<String> {
         .find_map(|line| line.strip_prefix("VERSION_CODENAME="))
         .map(|name| name.trim_matches('"').to_string())
         .context("/etc/os-release names no VERSION_CODENAME: which Debian is this?")?;
-    let output = Command::new("apt-get")
-        .args([
-            "indextargets",
-            "--format",
-            "$(REPO_URI) $(RELEASE)",
-            "Created-By: Packages",
-        ])
-        .output()
-        .context("cannot run apt-get indextargets")?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    archive_of(&text, &codename).with_context(|| {
+    let indextargets = || -> anyhow::Result<Option<String>> {
+        let output = Command::new("apt-get")
+            .args([
+                "indextargets",
+                "--format",
+                "$(REPO_URI) $(RELEASE)",
+                "Created-By: Packages",
+            ])
+            .output()
+            .context("cannot run apt-get indextargets")?;
+        Ok(archive_of(
+            &String::from_utf8_lossy(&output.stdout),
+            &codename,
+        ))
+    };
+    let archive = match indextargets()? {
+        Some(archive) => Some(archive),
+        // It lists only the indexes apt has fetched: a fresh machine has none yet.
+        None => {
+            exec(Command::new("apt-get").args(["-qq", "update"]))?;
+            indextargets()?
+        }
+    };
+    archive.with_context(|| {
         format!(
             "the machine's apt sources name no archive for {codename} (apt-get indextargets \
-             lists none; run `apt-get update` first?)"
+             lists none, even after apt-get update)"
         )
     })
 }
