@@ -9,6 +9,7 @@ pub mod btf;
 pub mod kernel;
 pub mod kernel_src;
 pub mod metrics;
+pub mod output;
 pub mod report;
 pub mod source;
 pub mod stacks;

@@ -3,10 +3,10 @@
 use std::{ffi::OsString, io::Write, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
-use std::os::fd::AsFd as _;
 
 use auditor::{
-    report::{self, Format, Report, Width},
+    output::Output,
+    report::{self, Format, Report},
     status,
     trace::{self, Target},
 };
@@ -102,18 +102,12 @@ struct OutputArgs {
     /// table in Markdown and on a terminal narrower than 160 columns.
     #[arg(long)]
     wide: bool,
-    /// Write the report to FILE (created before the session starts). Without it, the
-    /// report goes to stderr when a command is started (its output keeps stdout), else
-    /// to stdout.
+    /// Write the report to FILE: checked before the session starts, replaced whole when it
+    /// ends (never written through a link, into a FIFO or device, or over an input); `-`
+    /// is stdout. Without it, the report goes to stderr when a command is started (its
+    /// output keeps stdout), else to stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<std::path::PathBuf>,
-}
-
-/// Where a report goes: never the stream a started command writes to.
-enum Destination {
-    File(std::path::PathBuf, std::fs::File),
-    Stdout,
-    Stderr,
 }
 
 impl OutputArgs {
@@ -135,19 +129,41 @@ impl OutputArgs {
         Ok(options.validated()?)
     }
 
-    /// Opens `-o FILE` now, so that a bad path fails before the session, not after it.
-    fn destination(&self, starts_command: bool) -> anyhow::Result<Destination> {
+    /// Where the report and its SVG go, checked now so that a bad path fails before the
+    /// session, not after it; never one of `inputs`. Without `-o`, the report goes where
+    /// a started command does not write: stderr when one is started, else stdout.
+    fn outputs(
+        &self,
+        starts_command: bool,
+        inputs: &[std::path::PathBuf],
+    ) -> anyhow::Result<Outputs> {
         self.options()?;
-        Ok(match &self.output {
-            Some(path) => {
-                let file = std::fs::File::create(path)
-                    .with_context(|| format!("cannot create the report file {}", path.display()))?;
-                Destination::File(path.clone(), file)
-            }
-            None if starts_command => Destination::Stderr,
-            None => Destination::Stdout,
-        })
+        let report = match &self.output {
+            Some(path) => Output::named(path, "-o", inputs)?,
+            None if starts_command => Output::Stderr,
+            None => Output::Stdout,
+        };
+        let svg = self
+            .svg
+            .as_deref()
+            .map(|path| Output::named(path, "--svg", inputs))
+            .transpose()?;
+        if let (Output::File(report), Some(Output::File(svg))) = (&report, &svg)
+            && report == svg
+        {
+            anyhow::bail!(
+                "-o and --svg both name {}: give each its own file",
+                svg.display()
+            );
+        }
+        Ok(Outputs { report, svg })
     }
+}
+
+/// Where a report and its picture go.
+struct Outputs {
+    report: Output,
+    svg: Option<Output>,
 }
 
 #[derive(clap::Args)]
@@ -345,7 +361,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         Target::Workload(_) => Some("the workload".into()),
         _ => None,
     };
-    let destination = args.output.destination(command.is_some())?;
+    let outputs = args.output.outputs(command.is_some(), &[])?;
     let duration = options.duration;
     // As strace says "Process N attached": loading takes seconds, and without a command
     // nothing else tells when counting starts.
@@ -362,7 +378,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
     })?;
     say_how_it_ended(command, session.command_status);
     let code = session.exit_code();
-    print_report(Report::of(&session.observation), &args.output, destination)?;
+    print_report(Report::of(&session.observation), &args.output, outputs)?;
     Ok(ExitCode::from(code))
 }
 
@@ -378,33 +394,11 @@ fn say_how_it_ended(command: Option<String>, ending: Option<status::Ending>) {
     }
 }
 
-/// Writes `report` as `output` asks, to `destination`.
-fn print_report(
-    report: Report,
-    output: &OutputArgs,
-    destination: Destination,
-) -> anyhow::Result<()> {
-    // Tables fit the terminal they go to; a file keeps every column, a commit message not.
-    let terminal = |fd: std::os::fd::BorrowedFd<'_>| {
-        terminal_size::terminal_size_of(fd).map_or(Width::Unbounded, |(w, _)| Width::Terminal(w.0))
-    };
-    let width = match &destination {
-        Destination::File(..) => Width::Unbounded,
-        Destination::Stdout => terminal(std::io::stdout().as_fd()),
-        Destination::Stderr => terminal(std::io::stderr().as_fd()),
-    };
-    // Buffered: serde and the tables write a few bytes at a time, and stderr is unbuffered.
-    let (out, name): (Box<dyn Write>, String) = match destination {
-        Destination::File(path, file) => (Box::new(file), path.display().to_string()),
-        Destination::Stdout => (Box::new(std::io::stdout().lock()), "stdout".into()),
-        Destination::Stderr => (Box::new(std::io::stderr().lock()), "stderr".into()),
-    };
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-    output
+/// Writes `report` as `output` asks, to `outputs`.
+fn print_report(report: Report, output: &OutputArgs, outputs: Outputs) -> anyhow::Result<()> {
+    Ok(output
         .options()?
-        .write(report, width, &mut out)
-        .and_then(|()| out.flush())
-        .with_context(|| format!("writing the report to {name}"))
+        .write(report, &outputs.report, outputs.svg.as_ref())?)
 }
 
 /// Refuses a `--kernel-src` that is not a kernel tree.
@@ -442,11 +436,11 @@ fn report_replay(
     replay: &auditor::source::strace::replay::Replay,
     target: String,
     started: std::time::Instant,
-    (output, destination): (&OutputArgs, Destination),
+    (output, outputs): (&OutputArgs, Outputs),
     code: u8,
 ) -> anyhow::Result<ExitCode> {
     let report = Report::of(&replay.observe(target, started.elapsed()));
-    print_report(report, output, destination)?;
+    print_report(report, output, outputs)?;
     Ok(ExitCode::from(
         if code == status::SUCCESS && replay.unreadable() > 0 {
             status::PARTLY_UNREADABLE
@@ -458,13 +452,13 @@ fn report_replay(
 
 fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
     use auditor::source::strace::replay::Replay;
-    let destination = args.output.destination(false)?;
+    let outputs = args.output.outputs(false, &args.logs)?;
     let started = std::time::Instant::now();
     let mut replay = Replay::default();
     replay.ingest_logs(&args.logs);
     let names: Vec<String> = args.logs.iter().map(|p| p.display().to_string()).collect();
     let target = format!("strace log {}", names.join(" "));
-    let output = (&args.output, destination);
+    let output = (&args.output, outputs);
     report_replay(&replay, target, started, output, status::SUCCESS)
 }
 
@@ -487,19 +481,19 @@ fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
         run::Target::Command(argv) => argv.first().map(|a| a.to_string_lossy().into_owned()),
         run::Target::Pids(_) => None,
     };
-    let destination = args.output.destination(command.is_some())?;
+    let outputs = args.output.outputs(command.is_some(), &[])?;
     let started = std::time::Instant::now();
     let mut replay = Replay::default();
     let outcome = run::run(&target, args.stacks, args.duration, &mut replay)?;
     say_how_it_ended(command, outcome.command);
-    let output = (&args.output, destination);
+    let output = (&args.output, outputs);
     report_replay(&replay, description, started, output, outcome.code())
 }
 
 fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let destination = args.output.destination(false)?;
+    let outputs = args.output.outputs(false, &args.reports)?;
     let loaded = auditor::report::saved::merge_files(&args.reports, args.force)?;
-    print_report(Report::of_saved(&loaded), &args.output, destination)?;
+    print_report(Report::of_saved(&loaded), &args.output, outputs)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -385,6 +385,9 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         .transpose()?;
     if let Some(exporter) = &exporter {
         eprintln!("auditor: metrics at http://{}/metrics", exporter.address());
+        if let Some(warning) = exporter.reachable_warning() {
+            eprintln!("auditor: {warning}");
+        }
     }
     let session_info = SessionInfo {
         source: "ebpf",
@@ -525,6 +528,7 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
     probe.detach()?;
     let tally = probe.tally()?;
     let mut notes = probe.notes(&tally);
+    notes.extend(exporter.as_ref().and_then(Exporter::reachable_warning));
     for name in probe.unmatched_names()? {
         notes.push(format!(
             "Warning: no process named `{name}` ran during the session."

@@ -6,12 +6,12 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    io::{BufRead, BufReader, Read, Write},
+    io::{Read, Write},
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use common::{WORKLOAD, require_privileges};
+use common::{require_privileges, session_with_metrics};
 
 const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
 
@@ -28,36 +28,6 @@ fn get(address: &str, path: &str) -> Option<String> {
 /// `GET /metrics` of `address`: the body, or None if the connection closed unanswered.
 fn scrape(address: &str) -> Option<String> {
     get(address, "/metrics")
-}
-
-/// An auditor session with `--metrics` on an ephemeral loopback port, tracing the workload
-/// `steps` (whose last should sleep), its JSON report going to `report`; and the address.
-fn session_with_metrics(steps: &[&str], report: &std::path::Path) -> (std::process::Child, String) {
-    let mut auditor = Command::new(AUDITOR)
-        .args([
-            "trace",
-            "--metrics",
-            "127.0.0.1:0",
-            "--format",
-            "json",
-            "-o",
-        ])
-        .arg(report)
-        .args(["--", WORKLOAD])
-        .args(steps)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(auditor.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("auditor: metrics at http://")
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("no address in `{line}`"))
-        .to_string();
-    (auditor, address)
 }
 
 /// The counts of `address`'s scrapes once the workload's polls (`polls` calls) are in and
@@ -125,6 +95,7 @@ fn a_scrape_during_the_session_has_the_reports_counts() {
     let report = dir.path().join("report.json");
     // The workload's last step sleeps: the counts stand still while it is scraped.
     let (mut auditor, address) = session_with_metrics(
+        &[],
         &["select:5:-1", "poll:3:8:2", "close:2:1", "sleep:3000"],
         &report,
     );
@@ -184,6 +155,7 @@ fn prometheus_sums_are_the_reports_counts() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
     let (mut auditor, address) = session_with_metrics(
+        &[],
         &["select:4:-1", "poll:5:16:3:2", "close:3:2", "sleep:8000"],
         &report,
     );

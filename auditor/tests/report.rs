@@ -4,18 +4,14 @@
 #[allow(dead_code, reason = "each test crate uses part of the helpers")]
 mod common;
 
+use common::fixture;
+
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output},
 };
 
 const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures")
-        .join(name)
-}
 
 fn auditor(args: &[&std::ffi::OsStr]) -> Output {
     Command::new(AUDITOR).args(args).output().unwrap()

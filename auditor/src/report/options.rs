@@ -2,11 +2,12 @@
 //! before a session starts (the CLI only parses them), and what they do to a report and to
 //! its rendering.
 
-use std::{io::Write, path::PathBuf};
+use std::path::PathBuf;
 
 use auditor_common::{Site, catalogue::Hint};
 
 use super::{Format, Layout, Proposal, Report, WIDE_COLUMNS, groups::GroupBy, svg};
+use crate::output::{Output, OutputError};
 
 /// The options of a report, as given.
 #[derive(Clone, Debug, Default)]
@@ -40,6 +41,9 @@ pub enum OptionsError {
         site: &'static str,
         hint: &'static str,
     },
+    /// The SVG cannot be drawn here (no font): said before the session, not after it.
+    #[error("--svg: {0}")]
+    Svg(String),
 }
 
 /// How wide the place a report goes to is.
@@ -54,6 +58,9 @@ pub enum Width {
 impl Options {
     /// The options, if they agree with each other.
     pub fn validated(self) -> Result<Options, OptionsError> {
+        if self.svg.is_some() {
+            svg::can_draw().map_err(|why| OptionsError::Svg(why.to_string()))?;
+        }
         for (index, proposal) in self.proposals.iter().enumerate() {
             let site = proposal.site.info().id;
             if let Some(other) = self.proposals[..index]
@@ -112,13 +119,37 @@ impl Options {
         }
     }
 
-    /// Writes `report`, shaped, to `out` (and its picture to the SVG file, if asked).
-    pub fn write(&self, report: Report, width: Width, out: &mut dyn Write) -> std::io::Result<()> {
+    /// Writes `report`, shaped, to `out`, then its picture to `svg` when asked: the report
+    /// first, so that a picture that fails never costs the counts.
+    pub fn write(
+        &self,
+        report: Report,
+        out: &Output,
+        svg: Option<&Output>,
+    ) -> Result<(), OutputError> {
         let report = self.shape(report);
-        if let Some(path) = &self.svg {
-            svg::write_svg(&report, path).map_err(std::io::Error::other)?;
-        }
-        report.render(self.format, self.layout(width), out)
+        let width = out.terminal_fd().map_or(Width::Unbounded, |fd| {
+            // SAFETY: the stream or the descriptor the user named, open for the call.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            terminal_size::terminal_size_of(fd)
+                .map_or(Width::Unbounded, |(columns, _)| Width::Terminal(columns.0))
+        });
+        let written = out.write_with("report", |out| {
+            report.render(self.format, self.layout(width), out)
+        });
+        let drawn = svg.map_or(Ok(()), |svg| {
+            let text = svg::render(&report).map_err(|why| OutputError::Write {
+                what: "SVG",
+                path: match svg {
+                    Output::File(path) => path.display().to_string(),
+                    other => format!("{other:?}"),
+                },
+                why: why.to_string(),
+                kept: "",
+            })?;
+            svg.write_with("SVG", |out| out.write_all(text.as_bytes()))
+        });
+        written.and(drawn)
     }
 }
 

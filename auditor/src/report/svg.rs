@@ -3,7 +3,7 @@
 //! one row per site, one mark per row. Drawn with plotters; its labels are laid out with a
 //! TrueType font of the system's.
 
-use std::{path::Path, sync::OnceLock};
+use std::sync::OnceLock;
 
 use plotters::{
     coord::{Shift, ranged1d::SegmentValue},
@@ -33,8 +33,6 @@ pub enum SvgError {
     NoFont,
     #[error("drawing the SVG: {0}")]
     Draw(String),
-    #[error("writing {file}: {why}")]
-    Write { file: String, why: String },
 }
 
 /// Registers the first font of [`FONTS`] once.
@@ -149,8 +147,13 @@ fn draw(area: &DrawingArea<SVGBackend<'_>, Shift>, rows: &[Row]) -> Result<(), S
     area.present().map_err(|e| error(&e))
 }
 
-/// Draws `report` into `path`.
-pub fn write_svg(report: &Report, path: &Path) -> Result<(), SvgError> {
+/// Whether an SVG can be drawn here (its labels need a font), asked before a session.
+pub fn can_draw() -> Result<(), SvgError> {
+    font()
+}
+
+/// `report` drawn as an SVG document.
+pub fn render(report: &Report) -> Result<String, SvgError> {
     font()?;
     let rows = rows(report);
     let height = 120 + 22 * rows.len() as u32;
@@ -159,8 +162,5 @@ pub fn write_svg(report: &Report, path: &Path) -> Result<(), SvgError> {
         let area = SVGBackend::with_string(&mut text, (960, height)).into_drawing_area();
         draw(&area, &rows).map_err(SvgError::Draw)?;
     }
-    std::fs::write(path, text).map_err(|e| SvgError::Write {
-        file: path.display().to_string(),
-        why: e.to_string(),
-    })
+    Ok(text)
 }

@@ -318,3 +318,41 @@ pub fn json_notes(report: &serde_json::Value) -> Vec<&str> {
         .map(|n| n.as_str().unwrap())
         .collect()
 }
+
+/// The fixture file `name` (in the repository's fixtures/).
+pub fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(name)
+}
+
+/// An auditor session with `--metrics` on an ephemeral loopback port and `options`,
+/// tracing the workload `steps`, its JSON report going to `report`; and the address it
+/// serves on.
+pub fn session_with_metrics(
+    options: &[&str],
+    steps: &[&str],
+    report: &std::path::Path,
+) -> (std::process::Child, String) {
+    use std::io::BufRead as _;
+    let mut auditor = std::process::Command::new(env!("CARGO_BIN_EXE_auditor"))
+        .args(["trace", "--metrics", "127.0.0.1:0", "--format", "json"])
+        .args(options)
+        .arg("-o")
+        .arg(report)
+        .args(["--", WORKLOAD])
+        .args(steps)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(auditor.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let address = line
+        .trim()
+        .strip_prefix("auditor: metrics at http://")
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no address in `{line}`"))
+        .to_string();
+    (auditor, address)
+}

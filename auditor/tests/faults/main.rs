@@ -1,0 +1,15 @@
+//! Fault injection: what a hostile local user, a full disk or a file at the edge of a count
+//! does to a session, each case with what must hold — nothing already counted lost, no one
+//! let in where they were not, and an error that names what went wrong.
+//!
+//! - `exporter`: hostile clients of `--metrics` (bodies, stalls, clients that never read,
+//!   thousands of idle connections) against a root session.
+//! - `outputs`: outputs on a full disk, through planted links and FIFOs, over inputs, and a
+//!   session killed before it wrote.
+
+#[allow(dead_code, reason = "each test crate uses part of the helpers")]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod exporter;
+mod outputs;
