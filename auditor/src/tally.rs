@@ -274,6 +274,104 @@ impl Tally {
     }
 }
 
+/// A sum of counts that does not fit the u64 a count is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{what} would be {sum}, past the largest count a report holds ({})",
+    u64::MAX
+)]
+pub struct Overflow {
+    /// Which sum, in words.
+    pub what: String,
+    pub sum: u128,
+}
+
+/// The sums a tally holds or derives, taken wide (u128) from counts before any is added,
+/// so that counts from a file are refused rather than wrapped. Every sum a report makes of
+/// a site's counts (a process's row, a program's, the pooled one, any arm of them) is part
+/// of that site's sum over every row, so once the sums over every row fit, all the parts
+/// do.
+#[derive(Debug, Default)]
+pub struct Sums {
+    /// Per site and what is summed (the counts, the callers' rows, the stacks' rows):
+    /// taken, not taken, unreadable, and the three together.
+    sites: BTreeMap<(Site, &'static str), [u128; 4]>,
+    calls: u128,
+    missed_probe_runs: u128,
+}
+
+impl Sums {
+    /// Adds a row of `what` (`counts`, `callers`, `stacks`) of `site`.
+    pub fn row(&mut self, site: Site, what: &'static str, counts: &Counts) {
+        let sums = self.sites.entry((site, what)).or_default();
+        let arms = [counts.taken, counts.not_taken, counts.unreadable].map(u128::from);
+        for (sum, arm) in sums.iter_mut().zip(arms) {
+            *sum += arm;
+        }
+        sums[3] += arms.iter().sum::<u128>();
+    }
+
+    pub fn calls(&mut self, calls: u64) {
+        self.calls += u128::from(calls);
+    }
+
+    pub fn missed_probe_runs(&mut self, runs: u64) {
+        self.missed_probe_runs += u128::from(runs);
+    }
+
+    /// Adds everything `tally` holds.
+    pub fn tally(&mut self, tally: &Tally) {
+        for (_, site, counts) in tally.per_process() {
+            self.row(site, "counts", counts);
+        }
+        for (site, counts) in tally.unattributed() {
+            self.row(site, "counts", counts);
+        }
+        for (site, _, counts) in tally.callers() {
+            self.row(site, "callers", counts);
+        }
+        for (site, _, counts) in tally.stacks() {
+            self.row(site, "stacks", counts);
+        }
+        for (_, calls) in tally.calls() {
+            self.calls(calls);
+        }
+        self.missed_probe_runs(tally.missed_probe_runs());
+    }
+
+    /// The first sum that does not fit a u64, if any.
+    pub fn overflow(&self) -> Option<Overflow> {
+        let too_large = |sum: u128| sum > u128::from(u64::MAX);
+        for (&(site, what), sums) in &self.sites {
+            for (sum, arm) in sums.iter().zip(["taken ", "not taken ", "unreadable ", ""]) {
+                if too_large(*sum) {
+                    let what = match what {
+                        "counts" => String::new(),
+                        other => format!(" (its {other})"),
+                    };
+                    return Some(Overflow {
+                        what: format!(
+                            "the {arm}evaluations of {}{what} over every process",
+                            site.info().id
+                        ),
+                        sum: *sum,
+                    });
+                }
+            }
+        }
+        [
+            (self.calls, "the calls of every syscall"),
+            (self.missed_probe_runs, "the missed probe runs"),
+        ]
+        .into_iter()
+        .find(|(sum, _)| too_large(*sum))
+        .map(|(sum, what)| Overflow {
+            what: what.into(),
+            sum,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,5 +421,47 @@ mod tests {
         assert_eq!(left, right);
         assert_eq!(left.site_total(Site::PollFdNegative), counts(11, 22, 33));
         assert_eq!(left.total_calls(), 5);
+    }
+}
+
+#[cfg(test)]
+mod sums {
+    use super::*;
+
+    #[test]
+    fn a_sum_past_u64_is_found_before_it_is_made() {
+        let mut tally = Tally::default();
+        let process = Process {
+            pid: 1,
+            comm: "a".into(),
+        };
+        tally.add(
+            process,
+            Site::PollFdNegative,
+            &Counts::new(u64::MAX - 5, 0, 0),
+        );
+        let mut sums = Sums::default();
+        sums.tally(&tally);
+        assert_eq!(sums.overflow(), None);
+        sums.row(Site::PollFdNegative, "counts", &Counts::new(10, 0, 0));
+        let overflow = sums.overflow().unwrap();
+        assert_eq!(overflow.sum, u128::from(u64::MAX) + 5);
+        assert!(
+            overflow
+                .what
+                .contains("taken evaluations of poll.fd_negative"),
+            "{overflow}"
+        );
+        // The arms fit, their total does not.
+        let mut sums = Sums::default();
+        sums.row(Site::CloseOk, "counts", &Counts::new(u64::MAX, 1, 0));
+        assert_eq!(
+            sums.overflow().unwrap().what,
+            "the evaluations of close.ok over every process"
+        );
+        let mut sums = Sums::default();
+        sums.calls(u64::MAX);
+        sums.calls(1);
+        assert_eq!(sums.overflow().unwrap().what, "the calls of every syscall");
     }
 }

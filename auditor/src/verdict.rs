@@ -83,11 +83,15 @@ pub const fn hint_against(arm: Arm) -> Hint {
 }
 
 /// The fewest evaluations from which `against` of them (no more) bound the share under
-/// `bar`: the upper Wilson bound falls as evaluations grow with `against` fixed.
-pub fn evaluations_to_bound(against: u64, bar: f64) -> u64 {
+/// `bar`: the upper Wilson bound falls as evaluations grow with `against` fixed. None when
+/// no count a u64 holds is enough.
+pub fn evaluations_to_bound(against: u64, bar: f64) -> Option<u64> {
     let under = |n: u64| wilson(against, n).1 < bar;
     let (mut low, mut high) = (against.max(1), against.max(1));
     while !under(high) {
+        if high == u64::MAX {
+            return None;
+        }
         low = high;
         high = high.saturating_mul(2);
     }
@@ -100,7 +104,7 @@ pub fn evaluations_to_bound(against: u64, bar: f64) -> u64 {
             low = mid + 1
         }
     }
-    high
+    Some(high)
 }
 
 /// Wilson score interval for `successes` out of `trials` at 95%.
@@ -197,6 +201,7 @@ pub fn judge(hint: Hint, counts: &Counts) -> Verdict {
     };
     let settles_from = matches!(kind, VerdictKind::Unclear | VerdictKind::NoData)
         .then(|| evaluations_to_bound(against + counts.unreadable, bar))
+        .flatten()
         .filter(|&n| n > counts.total());
     Verdict {
         kind,
@@ -310,10 +315,15 @@ mod tests {
         );
         assert_eq!(judge(Hint::Unlikely, &counts(0, 35, 0)).settles_from, None);
         for against in [0, 1, 7, 300] {
-            let n = evaluations_to_bound(against, HOLDS_BELOW);
+            let n = evaluations_to_bound(against, HOLDS_BELOW).unwrap();
             assert!(wilson(against, n).1 < HOLDS_BELOW, "{against}");
             assert!(wilson(against, n - 1).1 >= HOLDS_BELOW, "{against}");
         }
+        // Near the top of u64 no count is enough: said at once, never searched for ever.
+        assert_eq!(evaluations_to_bound(u64::MAX - 5, HOLDS_BELOW), None);
+        let verdict = judge(Hint::Unlikely, &counts(u64::MAX / 2, u64::MAX / 2, 0));
+        assert_eq!(verdict.kind, VerdictKind::Unclear);
+        assert_eq!(verdict.settles_from, None);
         // Unhinted: the 1% bar of a candidate.
         assert_eq!(judge(Hint::None, &counts(0, 0, 0)).settles_from, Some(381));
         // 59 against `likely` (not taken): it holds once 752 evaluations carry no more.

@@ -12,7 +12,7 @@ use auditor_common::{Counts, Site, Syscall, catalogue};
 use serde::{Deserialize, Serialize};
 
 use super::JSON_VERSION;
-use crate::tally::{Process, Tally};
+use crate::tally::{Process, Sums, Tally};
 
 /// Where and how one run's counts were taken.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -93,6 +93,22 @@ struct SavedSite {
 pub enum SavedError {
     #[error("{file}: {why}")]
     Unreadable { file: String, why: String },
+    #[error("{file}: {overflow}: refused, no count is wrapped or cut")]
+    Overflow {
+        file: String,
+        overflow: crate::tally::Overflow,
+    },
+    #[error(
+        "{file} holds runs already read from {earlier} ({shared}) and runs that are not \
+         ({new}): merging it would count the shared ones twice; give the reports whose runs \
+         do not overlap"
+    )]
+    PartlyRead {
+        file: String,
+        earlier: String,
+        shared: String,
+        new: String,
+    },
     #[error(
         "{file} is of another {what} ({theirs}, not {ours}): its counts are not of the same \
          branches; --force merges them anyway"
@@ -154,6 +170,34 @@ pub fn read(path: &Path) -> Result<Loaded, SavedError> {
     let saved: Saved = serde_json::from_value(value)
         .map_err(|e| unreadable(format!("not an auditor report: {e}")))?;
     debug_assert_eq!(saved.version, JSON_VERSION);
+    if saved.runs.is_empty() {
+        return Err(unreadable(
+            "a report with no runs: every report a session saves says where its counts were \
+             taken"
+                .into(),
+        ));
+    }
+    // Every sum is checked wide before one is made: a file cannot make a count wrap.
+    let mut sums = Sums::default();
+    for row in &saved.processes {
+        sums.row(site_of(&row.site, &file)?, "counts", &row.counts);
+    }
+    for row in &saved.unattributed {
+        sums.row(site_of(&row.site, &file)?, "counts", &row.counts);
+    }
+    for row in &saved.callers {
+        sums.row(site_of(&row.site, &file)?, "callers", &row.counts);
+    }
+    for row in &saved.stacks {
+        sums.row(site_of(&row.site, &file)?, "stacks", &row.counts);
+    }
+    for calls in saved.calls.values() {
+        sums.calls(*calls);
+    }
+    sums.missed_probe_runs(saved.missed_probe_runs);
+    if let Some(overflow) = sums.overflow() {
+        return Err(SavedError::Overflow { file, overflow });
+    }
     let mut tally = Tally::default();
     for row in &saved.processes {
         let process = Process {
@@ -194,8 +238,10 @@ pub fn read(path: &Path) -> Result<Loaded, SavedError> {
 }
 
 /// Reads and merges saved reports. Another catalogue version or kernel release than the
-/// first report's is refused unless `force`; a file given twice, or a run already read
-/// from another file, is counted once, and the notes say so.
+/// first report's is refused unless `force`; a file given twice, or one whose runs were
+/// all read from another file, is counted once, and the notes say so; a file with some of
+/// its runs read before is refused (which counts would be whose cannot be told), and so is
+/// a sum that would not fit a count.
 pub fn merge_files(paths: &[std::path::PathBuf], force: bool) -> Result<Loaded, SavedError> {
     let mut merged = Loaded {
         runs: Vec::new(),
@@ -205,6 +251,8 @@ pub fn merge_files(paths: &[std::path::PathBuf], force: bool) -> Result<Loaded, 
         parts: Vec::new(),
     };
     let mut seen_files = BTreeSet::new();
+    // The runs of each file merged, to name where a run was read before.
+    let mut read_from: Vec<(Vec<Run>, String)> = Vec::new();
     for path in paths {
         let file = path.display().to_string();
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
@@ -242,15 +290,51 @@ pub fn merge_files(paths: &[std::path::PathBuf], force: bool) -> Result<Loaded, 
                 }
             }
         }
-        if loaded.runs.iter().all(|run| merged.runs.contains(run)) && !loaded.runs.is_empty() {
+        let (shared, new): (Vec<&Run>, Vec<&Run>) = loaded
+            .runs
+            .iter()
+            .partition(|run| merged.runs.contains(run));
+        if new.is_empty() {
             merged.notes.push(format!(
                 "{file} holds only runs already read: counted once."
             ));
             continue;
         }
+        if !shared.is_empty() {
+            let earlier = read_from
+                .iter()
+                .filter(|(runs, _)| runs.iter().any(|run| shared.contains(&run)))
+                .map(|(_, file): &(Vec<Run>, String)| file.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(SavedError::PartlyRead {
+                file,
+                earlier,
+                shared: named(&shared),
+                new: named(&new),
+            });
+        }
+        let mut sums = Sums::default();
+        sums.tally(&merged.tally);
+        sums.tally(&loaded.tally);
+        if let Some(overflow) = sums.overflow() {
+            return Err(SavedError::Overflow {
+                file: format!("{file}, merged with the reports before it"),
+                overflow,
+            });
+        }
+        read_from.push((loaded.runs.clone(), file));
         merge(&mut merged, loaded);
     }
     Ok(merged)
+}
+
+/// Runs in words, as a user tells them apart: what was traced, where and when.
+fn named(runs: &[&Run]) -> String {
+    runs.iter()
+        .map(|run| format!("{} on {} at {}", run.traced, run.host, run.started_at))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Adds `other`'s runs and counts to `into`: exact, associative and commutative in the

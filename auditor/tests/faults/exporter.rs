@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::common::{raise_nofile, require_privileges, session_with_metrics};
+use crate::common::{json_site, raise_nofile, require_privileges, session_with_metrics};
 
 /// The number of idle connections a hostile client holds open.
 const IDLE: usize = 2000;
@@ -150,12 +150,10 @@ fn hostile_clients_neither_kill_nor_hold_a_session() {
     );
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    let poll = report["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|site| site["id"] == "poll.fd_negative")
-        .unwrap();
-    assert_eq!(poll["taken"].as_u64(), Some(3 * 2), "{status:?}");
+    assert_eq!(
+        json_site(&report, "poll.fd_negative")["taken"].as_u64(),
+        Some(3 * 2),
+        "{status:?}"
+    );
     drop((deaf, stalled, idle));
 }

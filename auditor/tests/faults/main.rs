@@ -6,10 +6,12 @@
 //!   thousands of idle connections) against a root session.
 //! - `outputs`: outputs on a full disk, through planted links and FIFOs, over inputs, and a
 //!   session killed before it wrote.
+//! - `merges`: saved reports at the top of u64, overlapping in part, with no runs.
 
 #[allow(dead_code, reason = "each test crate uses part of the helpers")]
 #[path = "../common/mod.rs"]
 mod common;
 
 mod exporter;
+mod merges;
 mod outputs;
