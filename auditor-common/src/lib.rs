@@ -324,9 +324,30 @@ pub mod failure {
     pub const COUNT: usize = 4;
 }
 
+/// Why a call's counts went elsewhere than its process's row in `maps::COUNTS`, per kind:
+/// indexes of the per-CPU counters `maps::ROW_MISSES` (one per call).
+pub mod row_miss {
+    /// The table was full (`maps::COUNTS_CAPACITY` rows): the counts went unattributed.
+    pub const TABLE_FULL: u32 = 0;
+    /// The kernel had no memory for a new row at that moment (its allocator for per-CPU
+    /// values refills later, so a burst of new processes can drain it): the counts went to
+    /// the process's row in the preallocated `maps::SPILL`.
+    pub const SPILLED: u32 = 1;
+    /// As `SPILLED`, with the spill full too: the counts went unattributed.
+    pub const SPILL_FULL: u32 = 2;
+    pub const COUNT: usize = 3;
+}
+
 /// Names of the probe's maps, as the loader looks them up.
 pub mod maps {
     pub const COUNTS: &str = "COUNTS";
+    /// Preallocated rows for the processes whose row in `COUNTS` the kernel could not
+    /// allocate when they needed it; the loader adds them to the process's row.
+    pub const SPILL: &str = "SPILL";
+    /// Entries of `SPILL`.
+    pub const SPILL_CAPACITY: u32 = 1024;
+    /// Per-CPU u64 counters, indexed by `row_miss`.
+    pub const ROW_MISSES: &str = "ROW_MISSES";
     pub const UNATTRIBUTED: &str = "UNATTRIBUTED";
     pub const CALLS: &str = "CALLS";
     pub const TRACED: &str = "TRACED";

@@ -1,11 +1,12 @@
 //! The probe's counters: a row of every site's counts per (process, name) in a per-CPU
-//! hash, found once per call; one row for counts that found no room there; and calls per
+//! hash, found once per call; preallocated rows for processes whose row the kernel could
+//! not allocate in time; one row for counts that found no room anywhere; and calls per
 //! syscall.
 
 use crate::stacks;
 use auditor_common::{
     Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, catalogue::Recorder,
-    failure, maps, stacks::RareSites,
+    failure, maps, row_miss, stacks::RareSites,
 };
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
@@ -19,7 +20,18 @@ use aya_ebpf::{
 static COUNTS: PerCpuHashMap<ProcessKey, SiteCounts> =
     PerCpuHashMap::with_max_entries(maps::COUNTS_CAPACITY, BPF_F_NO_PREALLOC);
 
-/// Counts that found no room in `COUNTS`: still exact per site, only not per process.
+/// Rows of the processes whose row the kernel could not allocate in `COUNTS` when they
+/// needed one: preallocated, so that a row is made whenever the table has room.
+#[map]
+static SPILL: PerCpuHashMap<ProcessKey, SiteCounts> =
+    PerCpuHashMap::with_max_entries(maps::SPILL_CAPACITY, 0);
+
+/// Why calls' counts went elsewhere than their row in `COUNTS`, per `row_miss` kind.
+#[map]
+static ROW_MISSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(row_miss::COUNT as u32, 0);
+
+/// Counts that found no row in `COUNTS` or `SPILL`: still exact per site, only not per
+/// process.
 #[map]
 static UNATTRIBUTED: PerCpuArray<SiteCounts> = PerCpuArray::with_max_entries(1, 0);
 
@@ -49,6 +61,9 @@ pub fn increment(counters: &PerCpuArray<u64>, index: u32) {
 #[map]
 static CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SYSCALL_COUNT as u32, 0);
 
+/// What a map update returns when the map holds its maximum of entries.
+const E2BIG: i32 = 7;
+
 /// This CPU's row of one process's counts, for the length of one program run.
 pub struct Row {
     counts: *mut SiteCounts,
@@ -66,8 +81,9 @@ impl Drop for Row {
 }
 
 impl Row {
-    /// The row of `process` (created on its first counted call), or the unattributed row
-    /// when the table is full; None only if the maps are missing, which cannot happen.
+    /// The row of `process` (created on its first counted call); its row in the spill
+    /// when the kernel could not allocate one; the unattributed row when the table (or
+    /// the spill) is full. None only if the maps are missing, which cannot happen.
     pub fn of(process: &ProcessKey) -> Option<Row> {
         let row = |counts| Row {
             counts,
@@ -79,11 +95,29 @@ impl Row {
         }
         // A new row holds zeros on every CPU. EEXIST means another CPU created it meanwhile.
         let zero = ZERO_ROW.get(0)?;
-        let _ = COUNTS.insert(process, zero, u64::from(BPF_NOEXIST));
-        COUNTS
-            .get_ptr_mut(process)
-            .or_else(|| UNATTRIBUTED.get_ptr_mut(0))
-            .map(row)
+        let made = COUNTS.insert(process, zero, u64::from(BPF_NOEXIST));
+        if let Some(counts) = COUNTS.get_ptr_mut(process) {
+            return Some(row(counts));
+        }
+        if made == Err(-E2BIG) {
+            increment(&ROW_MISSES, row_miss::TABLE_FULL);
+            return UNATTRIBUTED.get_ptr_mut(0).map(row);
+        }
+        // No memory for the row now; the next call tries again, and this one's counts go
+        // to the process's preallocated row in the spill.
+        if SPILL.get_ptr_mut(process).is_none() {
+            let _ = SPILL.insert(process, zero, u64::from(BPF_NOEXIST));
+        }
+        match SPILL.get_ptr_mut(process) {
+            Some(counts) => {
+                increment(&ROW_MISSES, row_miss::SPILLED);
+                Some(row(counts))
+            }
+            None => {
+                increment(&ROW_MISSES, row_miss::SPILL_FULL);
+                UNATTRIBUTED.get_ptr_mut(0).map(row)
+            }
+        }
     }
 
     /// The counts of `site` in this row (checked: the verifier allows no panic path).

@@ -8,7 +8,7 @@ use std::{
 
 use auditor_common::{
     COMM_LEN, Counts, EXE_LEN, ProcessKey, SITE_COUNT, Site, SiteCounts, Syscall, TaskOffsets,
-    Traced, comm_match, failure, globals, maps, stacks, syscalls::SYSCALLS, traced,
+    Traced, comm_match, failure, globals, maps, row_miss, stacks, syscalls::SYSCALLS, traced,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -177,9 +177,12 @@ pub fn observation(target: String, elapsed: Duration, tally: Tally) -> Observati
     }
 }
 
-/// What the probe missed: runs the kernel skipped, counts with no room in the
-/// per-process table.
-fn missed_notes(tally: &Tally) -> impl Iterator<Item = String> + '_ {
+/// What the probe missed: runs the kernel skipped, counts with no row of their process
+/// (`row_misses` says why).
+fn missed_notes<'a>(
+    tally: &'a Tally,
+    row_misses: &[u64; row_miss::COUNT],
+) -> impl Iterator<Item = String> + 'a {
     let skipped = (tally.missed_probe_runs() > 0).then(|| {
         format!(
             "The kernel skipped {} of the probe (another BPF program was running on the same \
@@ -187,10 +190,25 @@ fn missed_notes(tally: &Tally) -> impl Iterator<Item = String> + '_ {
             counted(tally.missed_probe_runs(), "run", "runs")
         )
     });
-    let unattributed = tally.unattributed().map(|(site, counts)| {
+    let [table_full, _, spill_full] = row_misses.map(|count| count > 0);
+    let why = match (table_full, spill_full) {
+        (true, false) => format!("the table of rows was full: {} rows", maps::COUNTS_CAPACITY),
+        (false, true) => format!(
+            "the kernel had no memory for their rows at the time, and the {} preallocated \
+             rows for that were taken",
+            maps::SPILL_CAPACITY
+        ),
+        (true, true) => format!(
+            "the table of rows was full ({} rows), or the kernel had no memory for their \
+             rows and the {} preallocated for that were taken",
+            maps::COUNTS_CAPACITY,
+            maps::SPILL_CAPACITY
+        ),
+        (false, false) => "no row of their process could be made".to_string(),
+    };
+    let unattributed = tally.unattributed().map(move |(site, counts)| {
         format!(
-            "{}: {} in the totals but not attributed to a process (the per-process table was \
-             full).",
+            "{}: {} in the totals but not attributed to a process ({why}).",
             site.info().id,
             counted(counts.total(), "evaluation is", "evaluations are")
         )
@@ -263,6 +281,8 @@ pub struct Probe {
     collected: Option<(Collected, [u64; stacks::stat::COUNT as usize])>,
     /// Reads of records that failed, per `failure` kind, once it stopped.
     failures: [u64; failure::COUNT],
+    /// The `row_miss` counters, read when the probe stops.
+    row_misses: [u64; row_miss::COUNT],
 }
 
 impl Probe {
@@ -439,6 +459,7 @@ impl Probe {
             collector,
             collected: None,
             failures: [0; failure::COUNT],
+            row_misses: [0; row_miss::COUNT],
         })
     }
 
@@ -457,7 +478,7 @@ impl Probe {
                 )
             })
             .chain(absent_note(&self.absent))
-            .chain(missed_notes(tally))
+            .chain(missed_notes(tally, &self.row_misses))
             .chain(failure_notes(&self.failures))
             .chain(
                 self.collected
@@ -511,6 +532,7 @@ impl Probe {
         }
         close_links_in_background(links);
         self.failures = self.counters(maps::FAILURES)?;
+        self.row_misses = self.counters(maps::ROW_MISSES)?;
         if let Some(collector) = self.collector.take() {
             let counters = self.counters(maps::STACK_STATS)?;
             self.collected = Some((collector.finish(), counters));
@@ -564,14 +586,18 @@ impl Probe {
                 .ok_or_else(|| map_error(name, "missing"))
         };
 
-        let counts: PerCpuHashMap<&MapData, ProcessKey, SiteCounts> =
-            PerCpuHashMap::try_from(map(maps::COUNTS)?).map_err(|e| map_error(maps::COUNTS, e))?;
-        for entry in counts.iter() {
-            let (key, per_cpu) = entry.map_err(|e| map_error(maps::COUNTS, e))?;
-            for site in Site::ALL {
-                let sum = site_sum(per_cpu.iter(), site);
-                if sum.total() > 0 {
-                    tally.add(process(&key), site, &sum);
+        // A process's counts are in its row, and in its row of the spill if the kernel
+        // could not allocate the first in time.
+        for name in [maps::COUNTS, maps::SPILL] {
+            let rows: PerCpuHashMap<&MapData, ProcessKey, SiteCounts> =
+                PerCpuHashMap::try_from(map(name)?).map_err(|e| map_error(name, e))?;
+            for entry in rows.iter() {
+                let (key, per_cpu) = entry.map_err(|e| map_error(name, e))?;
+                for site in Site::ALL {
+                    let sum = site_sum(per_cpu.iter(), site);
+                    if sum.total() > 0 {
+                        tally.add(process(&key), site, &sum);
+                    }
                 }
             }
         }

@@ -7,6 +7,7 @@
 //! - `outputs`: outputs on a full disk, through planted links and FIFOs, over inputs, and a
 //!   session killed before it wrote.
 //! - `merges`: saved reports at the top of u64, overlapping in part, with no runs.
+//! - `rows`: a fork burst, every process's row checked.
 
 #[allow(dead_code, reason = "each test crate uses part of the helpers")]
 #[path = "../common/mod.rs"]
@@ -15,3 +16,4 @@ mod common;
 mod exporter;
 mod merges;
 mod outputs;
+mod rows;
