@@ -5,6 +5,23 @@
 //! result. [`trace`] runs a traced session end to end; [`workload`] holds the bundled
 //! workloads with their exact expected counts.
 
+/// Writes a line of the auditor's own (a diagnostic, never the report) to stderr, as
+/// `eprintln!` does, except that a stderr that cannot be written (closed, full) loses the
+/// line instead of panicking: the report fails on its own, with exit status 1.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes `text` to stderr, ignoring a failure (see [`say!`]).
+pub fn write_stderr(text: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_fmt(text).and_then(|()| stderr.flush());
+}
+
 pub mod btf;
 pub mod kernel;
 pub mod kernel_src;

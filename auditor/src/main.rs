@@ -368,11 +368,11 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let session = trace::trace_with(&options, || {
         if command.is_none() {
             match duration {
-                Some(d) => eprintln!(
+                Some(d) => auditor::say!(
                     "auditor: attached; counting for {}",
                     humantime::format_duration(d)
                 ),
-                None => eprintln!("auditor: attached; counting until Ctrl-C"),
+                None => auditor::say!("auditor: attached; counting until Ctrl-C"),
             }
         }
     })?;
@@ -387,7 +387,7 @@ fn say_how_it_ended(command: Option<String>, ending: Option<status::Ending>) {
     if let (Some(command), Some(ending)) = (command, ending)
         && !ending.success()
     {
-        eprintln!(
+        auditor::say!(
             "auditor: {} {ending}",
             auditor::report::escape_text(&command)
         );
@@ -503,7 +503,7 @@ fn main() -> ExitCode {
     if matches!(cli.command, Command::Trace(_) | Command::Strace(_))
         && let Err(error) = trace::catch_stop_signals()
     {
-        eprintln!("auditor: {error}");
+        auditor::say!("auditor: {error}");
         return ExitCode::from(status::FAILURE);
     }
     let result = match cli.command {
@@ -518,14 +518,16 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             // A closed pipe (`auditor trace | head`) is not a failure.
-            if error
-                .chain()
-                .filter_map(|e| e.downcast_ref::<std::io::Error>())
-                .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-            {
+            let broken_pipe = |e: &(dyn std::error::Error + 'static)| {
+                e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+                    || e.downcast_ref::<auditor::output::OutputError>()
+                        .is_some_and(auditor::output::OutputError::is_broken_pipe)
+            };
+            if error.chain().any(broken_pipe) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("auditor: {error:#}");
+            auditor::say!("auditor: {error:#}");
             ExitCode::from(status::FAILURE)
         }
     }

@@ -40,10 +40,19 @@ pub enum OutputError {
     Write {
         what: &'static str,
         path: String,
-        why: String,
+        why: std::io::Error,
         /// What became of the file that was there.
         kept: &'static str,
     },
+    #[error("cannot draw the SVG for {path}: {why}")]
+    Draw { path: String, why: String },
+}
+
+impl OutputError {
+    /// Whether the reader of a pipe went away (`auditor … | head`): not a failure.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, OutputError::Write { why, .. } if why.kind() == std::io::ErrorKind::BrokenPipe)
+    }
 }
 
 /// The name of a descriptor the user hands over: `/dev/fd/N`, `/proc/self/fd/N`.
@@ -148,7 +157,7 @@ impl Output {
             move |why: std::io::Error| OutputError::Write {
                 what,
                 path,
-                why: why.to_string(),
+                why,
                 kept,
             }
         };

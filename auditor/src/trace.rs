@@ -7,7 +7,7 @@
 
 use std::{
     ffi::{CString, OsString},
-    io::{IsTerminal, Write},
+    io::IsTerminal,
     os::{
         fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
         unix::ffi::OsStrExt,
@@ -341,6 +341,9 @@ enum End {
     /// A stop signal; the command (if any) had not ended within [`STOP_GRACE`].
     Signal(StopRequest),
     Duration,
+    /// The `--duration` ran out; the command had not ended within [`STOP_GRACE`] of the
+    /// SIGTERM it was sent.
+    DurationOutlived,
     TargetsGone,
 }
 
@@ -384,9 +387,9 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         .map(Exporter::start)
         .transpose()?;
     if let Some(exporter) = &exporter {
-        eprintln!("auditor: metrics at http://{}/metrics", exporter.address());
+        crate::say!("auditor: metrics at http://{}/metrics", exporter.address());
         if let Some(warning) = exporter.reachable_warning() {
-            eprintln!("auditor: {warning}");
+            crate::say!("auditor: {warning}");
         }
     }
     let session_info = SessionInfo {
@@ -457,6 +460,19 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
             Err(e) => Err(std::io::Error::from(e).into()),
         }
     };
+    // The command's end, if it comes within STOP_GRACE of a signal it was sent.
+    let ended_within_grace = |child: Pid| -> Result<Option<Ending>, Error> {
+        let deadline = Instant::now() + STOP_GRACE;
+        loop {
+            if let Some(ending) = wait_child(child)? {
+                return Ok(Some(ending));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
     let end = loop {
         if let Some(exporter) = &exporter {
             exporter.answer(|| {
@@ -475,15 +491,9 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
             {
                 let _ = signal::kill(child, signal);
             }
-            let deadline = Instant::now() + STOP_GRACE;
-            break loop {
-                if let Some(ending) = wait_child(child)? {
-                    break End::CommandEnded(ending);
-                }
-                if Instant::now() >= deadline {
-                    break End::Signal(stop);
-                }
-                std::thread::sleep(Duration::from_millis(10));
+            break match ended_within_grace(child)? {
+                Some(ending) => End::CommandEnded(ending),
+                None => End::Signal(stop),
             };
         }
         if let Some(child) = child
@@ -503,26 +513,31 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
             break End::TargetsGone;
         }
         if options.duration.is_some_and(|d| started.elapsed() >= d) {
-            if let Some(child) = child {
-                let _ = signal::kill(child, Signal::SIGTERM);
-            }
-            break End::Duration;
+            let Some(child) = child else {
+                break End::Duration;
+            };
+            // As `auditor strace` and timeout(1): the command gets SIGTERM, and the session
+            // ends with its status once it has ended.
+            let _ = signal::kill(child, Signal::SIGTERM);
+            break match ended_within_grace(child)? {
+                Some(ending) => End::CommandEnded(ending),
+                None => End::DurationOutlived,
+            };
         }
         if status_line && last_status.elapsed() >= Duration::from_millis(500) {
             last_status = Instant::now();
             let tally = probe.tally()?;
-            eprint!(
+            crate::write_stderr(format_args!(
                 "\r\x1b[Kauditor: {} calls, {} processes, {:.1} s",
                 tally.total_calls(),
                 tally.process_count(),
                 started.elapsed().as_secs_f64()
-            );
-            let _ = std::io::stderr().flush();
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     if status_line {
-        eprint!("\r\x1b[K");
+        crate::write_stderr(format_args!("\r\x1b[K"));
     }
     let elapsed = started.elapsed();
     probe.detach()?;
@@ -547,6 +562,15 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
                 ));
             }
             (None, Some(stop.signal))
+        }
+        End::DurationOutlived => {
+            notes.push(format!(
+                "The session ended after its --duration; the command was sent SIGTERM and was \
+                 still running {} s later, so it was left running.",
+                STOP_GRACE.as_secs()
+            ));
+            // As a session a SIGTERM stopped while the command ran on.
+            (None, Some(libc::SIGTERM))
         }
         End::Duration | End::TargetsGone => (None, None),
     };

@@ -321,6 +321,42 @@ fn a_signal_at_any_moment_ends_the_session_with_a_report() {
     }
 }
 
+/// A `--duration` that runs out sends the command SIGTERM and waits for it (2 s at most):
+/// the auditor exits with the command's status, as `auditor strace` does; a command that
+/// outlives the session is named in the notes.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn a_duration_ends_with_the_commands_status() {
+    require_privileges();
+    for (script, code, left_running) in [
+        ("exec sleep 60", 128 + 15, false),
+        ("trap 'exit 7' TERM; while :; do sleep 0.1; done", 7, false),
+        ("trap '' TERM; sleep 6", 128 + 15, true),
+    ] {
+        let started = common::start(&[
+            "trace",
+            "--format",
+            "json",
+            "--duration",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]);
+        let pid = started.child.id();
+        let begun = std::time::Instant::now();
+        let (got, report, _) = common::ended(started);
+        let took = begun.elapsed();
+        assert_eq!(got, Some(code), "{script}: {report}");
+        assert!(took < Duration::from_secs(20), "{script}: {took:?}");
+        let said = common::json_notes(&report)
+            .iter()
+            .any(|note| note.contains("was sent SIGTERM and was still running"));
+        assert_eq!(said, left_running, "{script} (auditor {pid}): {report}");
+    }
+}
+
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn the_auditor_exits_with_the_commands_status() {

@@ -138,14 +138,12 @@ impl Options {
             report.render(self.format, self.layout(width), out)
         });
         let drawn = svg.map_or(Ok(()), |svg| {
-            let text = svg::render(&report).map_err(|why| OutputError::Write {
-                what: "SVG",
+            let text = svg::render(&report).map_err(|why| OutputError::Draw {
                 path: match svg {
                     Output::File(path) => path.display().to_string(),
                     other => format!("{other:?}"),
                 },
                 why: why.to_string(),
-                kept: "",
             })?;
             svg.write_with("SVG", |out| out.write_all(text.as_bytes()))
         });

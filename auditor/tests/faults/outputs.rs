@@ -229,3 +229,59 @@ fn a_killed_session_leaves_the_previous_report() {
     assert_eq!(std::fs::read_to_string(&previous).unwrap(), "previous");
     assert_eq!(listing(dir.path()), ["report.json"]);
 }
+
+/// A stderr that cannot be written is a failure of the report that goes there (status 1),
+/// never a panic; a reader that goes away early is a quiet end.
+#[test]
+fn a_full_or_closed_stderr_is_an_exit_not_a_panic() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    // The report of a started command goes to stderr.
+    let status = Command::new(AUDITOR)
+        .args(["strace", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(full())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    // Diagnostics lost to a full stderr cost nothing: the report on stdout is written.
+    let log = fixture("ssh.log");
+    let output = Command::new(AUDITOR)
+        .arg("ingest")
+        .arg(&log)
+        .args(["--format", "json"])
+        .stderr(full())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(serde_json::from_slice::<serde_json::Value>(&output.stdout).is_ok());
+    // `2>&1 | head -1` and `| head -1`: a quiet end, with no panic.
+    for (args, to_stderr) in [(vec!["strace", "--", "true"], true), (vec!["sites"], false)] {
+        let mut child = Command::new(AUDITOR)
+            .args(&args)
+            .stdout(if to_stderr {
+                Stdio::null()
+            } else {
+                Stdio::piped()
+            })
+            .stderr(if to_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .unwrap();
+        let pipe: Box<dyn std::io::Read> = match to_stderr {
+            true => Box::new(child.stderr.take().unwrap()),
+            false => Box::new(child.stdout.take().unwrap()),
+        };
+        let mut first = [0u8; 1];
+        std::io::Read::read_exact(&mut { pipe }, &mut first).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{args:?}");
+    }
+}
