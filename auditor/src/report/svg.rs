@@ -5,6 +5,8 @@
 
 use std::sync::OnceLock;
 
+use super::escape::escape_text;
+
 use plotters::{
     coord::{Shift, ranged1d::SegmentValue},
     prelude::*,
@@ -79,7 +81,9 @@ fn rows(report: &Report) -> Vec<Row> {
         rows.push(row(site.info.id.to_string(), &site.counts, &site.verdict));
         for group in &report.groups {
             if let Some(p) = group.sites.iter().find(|p| p.id == site.info.id) {
-                let label = format!("· {}", group.name);
+                // Names from traced programs: their control characters are not even
+                // valid in XML, so they are shown as escapes.
+                let label = format!("· {}", escape_text(&group.name));
                 rows.push(row(label, &p.counts, &p.verdict));
             }
         }

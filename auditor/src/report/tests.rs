@@ -343,3 +343,18 @@ fn sites_whose_branch_the_runs_kernel_lacks() {
         assert!(report.sites.iter().all(|s| s.absent_in_kernels.is_empty()));
     }
 }
+
+/// Names from traced programs (controls, XML's own characters) make a valid SVG document,
+/// as an XML parser reads it.
+#[test]
+fn the_svg_of_hostile_names_is_valid_xml() {
+    if super::svg::can_draw().is_err() {
+        panic!("no font for the SVG (Debian: apt-get install fonts-dejavu-core)");
+    }
+    let report = fixed_report().grouped(Some(super::groups::GroupBy::Program));
+    let text = super::svg::render(&report).unwrap();
+    let tree = resvg::usvg::Tree::from_str(&text, &resvg::usvg::Options::default());
+    assert!(tree.is_ok(), "{:?}", tree.err());
+    assert!(text.contains("x|y\\u{1b}[2J"), "the name, escaped, is in the picture");
+    assert!(!text.contains('\u{1b}'));
+}
