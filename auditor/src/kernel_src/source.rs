@@ -12,6 +12,8 @@ pub struct SourceFile {
     pub text: String,
     pub definitions: Vec<Definition>,
     pub hints: Vec<HintCall>,
+    /// The offset each line starts at, so that a line is found in log time.
+    line_starts: Vec<usize>,
 }
 
 /// A function or macro definition: its name and the bytes of its body.
@@ -37,20 +39,20 @@ impl SourceFile {
         let text = blank_comments_and_literals(source);
         let definitions = definitions(&text);
         let hints = hint_calls(&text);
+        let line_starts = std::iter::once(0)
+            .chain(memchr::memchr_iter(b'\n', text.as_bytes()).map(|at| at + 1))
+            .collect();
         SourceFile {
             text,
             definitions,
             hints,
+            line_starts,
         }
     }
 
     /// The line (from 1) of byte `offset`.
     pub fn line(&self, offset: usize) -> usize {
-        self.text.as_bytes()[..offset]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1
+        self.line_starts.partition_point(|&start| start <= offset)
     }
 
     /// The definition whose body holds `offset`.
@@ -158,22 +160,6 @@ fn blank_comments_and_literals(source: &str) -> String {
 
 fn is_identifier(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
-}
-
-/// Byte offset of the bracket that closes the one at `open`.
-pub fn matching(text: &str, open: usize, (left, right): (u8, u8)) -> Option<usize> {
-    let mut depth = 0usize;
-    for (i, &b) in text.as_bytes().iter().enumerate().skip(open) {
-        if b == left {
-            depth += 1;
-        } else if b == right {
-            depth -= 1;
-            if depth == 0 {
-                return Some(i);
-            }
-        }
-    }
-    None
 }
 
 /// The identifier that ends at `end` (exclusive), skipping white space before `end`.
@@ -302,8 +288,37 @@ fn matching_backwards(text: &str, close: usize) -> Option<usize> {
     None
 }
 
+/// The `)` that closes each `(` of `text`, found in one pass: (open, close) pairs in the
+/// order of their opens. A `(` never closed has none.
+fn parenthesis_pairs(text: &str) -> Vec<(usize, usize)> {
+    let mut open = Vec::new();
+    let mut pairs = Vec::new();
+    for (at, b) in text.bytes().enumerate() {
+        match b {
+            b'(' => open.push(at),
+            b')' => {
+                if let Some(start) = open.pop() {
+                    pairs.push((start, at));
+                }
+            }
+            _ => {}
+        }
+    }
+    pairs.sort_unstable();
+    pairs
+}
+
 fn hint_calls(text: &str) -> Vec<HintCall> {
     let bytes = text.as_bytes();
+    // Each call's `)` looked up, not searched for: a file of many (or unclosed) calls is
+    // read in linear time.
+    let pairs = parenthesis_pairs(text);
+    let matching = |open: usize| {
+        pairs
+            .binary_search_by_key(&open, |&(start, _)| start)
+            .ok()
+            .map(|index| pairs[index].1)
+    };
     text.match_indices("likely(")
         .filter_map(|(at, _)| {
             let unlikely = at >= 2 && &text[at - 2..at] == "un";
@@ -312,7 +327,7 @@ fn hint_calls(text: &str) -> Vec<HintCall> {
                 return None;
             }
             let open = at + "likely".len();
-            let close = matching(text, open, (b'(', b')'))?;
+            let close = matching(open)?;
             Some(HintCall {
                 hint: if unlikely {
                     Hint::Unlikely
@@ -373,6 +388,27 @@ mod tests {
         \t__releases(files->file_lock)\n\t__acquires(files->file_lock)\n{\n}\n\
         SYSCALL_DEFINE2(dup2, unsigned int, oldfd,\n\t\tunsigned int, newfd)\n{\n\
         \tchar c = '{';\n\tif (unlikely(newfd ==\n\t\t oldfd)) {\n\t}\n}\n";
+
+    /// A file of 200 000 hints, nested, unclosed and on lines of their own, is read in
+    /// linear time (a search per hint from the start of the file, or to its end for an
+    /// unclosed one, did not end), each with its line and condition.
+    #[test]
+    fn a_file_of_many_hints_is_read_whole() {
+        let mut text = String::from("int f(void)\n{\n");
+        for i in 0..100_000 {
+            text.push_str(&format!("\tif (unlikely(likely(x == {i})))\n"));
+        }
+        text.push_str("}\n");
+        // Unclosed at the end: the rest of the file is searched for the close of none.
+        text.push_str(&"unlikely(".repeat(100_000));
+        let file = SourceFile::parse(&text);
+        // An unclosed call states no condition, so it is no hint.
+        assert_eq!(file.hints.len(), 200_000);
+        let last_closed = &file.hints[199_999];
+        assert_eq!(file.line(last_closed.at), 2 + 100_000);
+        assert_eq!(file.condition(last_closed), "x == 99999");
+        assert_eq!(file.enclosing(last_closed.at).unwrap().name, "f");
+    }
 
     #[test]
     fn definitions_and_hints_are_found_in_code_only() {

@@ -144,6 +144,10 @@ fn site_of(id: &str, file: &str) -> Result<Site, SavedError> {
         })
 }
 
+/// The most a saved report may hold, in bytes: far past what a session writes (a row per
+/// process and site of a full table of 16 384 processes is about 80 MiB).
+pub const LARGEST_REPORT: u64 = 512 << 20;
+
 /// Reads a saved JSON report.
 pub fn read(path: &Path) -> Result<Loaded, SavedError> {
     let file = path.display().to_string();
@@ -151,9 +155,23 @@ pub fn read(path: &Path) -> Result<Loaded, SavedError> {
         file: file.clone(),
         why,
     };
-    let text = std::fs::read(path).map_err(|e| unreadable(e.to_string()))?;
-    let value: serde_json::Value = serde_json::from_slice(&text)
-        .map_err(|e| unreadable(format!("not JSON, or cut short: {e}")))?;
+    // Never read past a bound: an endless or enormous input is refused at the bound, not
+    // when memory runs out.
+    let file_handle = std::fs::File::open(path).map_err(|e| unreadable(e.to_string()))?;
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file_handle, LARGEST_REPORT + 1),
+        &mut text,
+    )
+    .map_err(|e| unreadable(e.to_string()))?;
+    if text.len() as u64 > LARGEST_REPORT {
+        return Err(unreadable(format!(
+            "larger than the largest report this auditor reads ({} MiB)",
+            LARGEST_REPORT >> 20
+        )));
+    }
+    let parsed: Result<serde_json::Value, _> = serde_json::from_slice(&text);
+    let value = parsed.map_err(|e| unreadable(format!("not JSON, or cut short: {e}")))?;
     match value.get("version").and_then(serde_json::Value::as_u64) {
         Some(version) if version == u64::from(JSON_VERSION) => {}
         Some(version) => {

@@ -355,6 +355,9 @@ fn the_svg_of_hostile_names_is_valid_xml() {
     let text = super::svg::render(&report).unwrap();
     let tree = resvg::usvg::Tree::from_str(&text, &resvg::usvg::Options::default());
     assert!(tree.is_ok(), "{:?}", tree.err());
-    assert!(text.contains("x|y\\u{1b}[2J"), "the name, escaped, is in the picture");
+    assert!(
+        text.contains("x|y\\u{1b}[2J"),
+        "the name, escaped, is in the picture"
+    );
     assert!(!text.contains('\u{1b}'));
 }

@@ -188,3 +188,31 @@ fn runs_read_twice_in_part_are_refused_and_no_runs_is_no_report() {
         refused(&report(&files), &["empty.json", "no runs"]);
     }
 }
+
+/// An input without end (a device of zeros, a pipe of white space) is refused at the bound
+/// on a report's size: never read into memory whole.
+#[test]
+fn endless_inputs_are_refused_within_a_bound() {
+    refused(
+        &report(&[Path::new("/dev/zero")]),
+        &["/dev/zero", "larger than the largest report"],
+    );
+    let mut child = Command::new(AUDITOR)
+        .args(["report", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let spaces = vec![b' '; 1 << 20];
+        while std::io::Write::write_all(&mut stdin, &spaces).is_ok() {}
+    });
+    let output = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    refused(
+        &output,
+        &["/dev/stdin", "larger than the largest report", "512 MiB"],
+    );
+}
