@@ -373,6 +373,14 @@ pub mod maps {
     pub const STACK_STATS: &str = "STACK_STATS";
     /// Entries of the probe's sampling counts (per process and set of rare sites).
     pub const SAMPLED_CAPACITY: u32 = 65_536;
+    /// The probe's sampling counts, per process and set of rare sites (`--stacks` only).
+    pub const SAMPLED: &str = "SAMPLED";
+    /// Threads in an mmap of code, by thread id (`--stacks` only).
+    pub const MAPPING_CODE: &str = "MAPPING_CODE";
+    /// The maps only `--stacks` uses: without it the loader makes each as small as the
+    /// kernel allows (one entry, one page of ring buffer), since their sizes are memory
+    /// fixed for the session whether used or not.
+    pub const STACKS_ONLY: [&str; 3] = [STACKS, SAMPLED, MAPPING_CODE];
     /// Entries of `COMMS`: names given with `--comm` and `--thread-comm` together.
     pub const COMMS_CAPACITY: u32 = 64;
 }

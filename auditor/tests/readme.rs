@@ -45,6 +45,30 @@ fn generated() -> String {
             site.unit.name()
         ));
     }
+    // The sites whose branch older releases lack, by the release that brought it.
+    let mut since: Vec<&str> = SITES
+        .iter()
+        .map(|site| site.branch_since)
+        .filter(|since| !since.is_empty())
+        .collect();
+    since.sort_by_key(|release| {
+        std::cmp::Reverse(auditor_common::catalogue::parse_release(release))
+    });
+    since.dedup();
+    let lacking_in_6_1 = SITES.iter().filter(|site| !site.branch_in((6, 1))).count();
+    let sentence = format!(
+        "Sites whose branch an older kernel lacks ({lacking_in_6_1} in 6.1), by the release \
+         that brought it (a report of such a kernel marks them):"
+    );
+    table.push_str(&format!("\n{}\n\n", textwrap::fill(&sentence, 90)));
+    for release in since {
+        let ids: Vec<String> = SITES
+            .iter()
+            .filter(|site| site.branch_since == release)
+            .map(|site| format!("`{}`", site.id))
+            .collect();
+        table.push_str(&format!("- {release}: {}.\n", ids.join(", ")));
+    }
     table.push_str("\nSyscalls that allocate fds and are not followed (their allocations are missing from\nthe fd sites' counts):\n\n");
     for (syscalls, why) in auditor_common::syscalls::NOT_FOLLOWED {
         table.push_str(&format!("- {syscalls}: {why}.\n"));
@@ -101,4 +125,113 @@ fn the_readme_promql_is_the_tested_one() {
         tests.contains(block),
         "the README's PromQL is not the tested one:\n{block}"
     );
+}
+
+const MEMORY_BEGIN: &str = "<!-- memory:begin (generated as root: AUDITOR_WRITE_README=1 cargo test -p auditor --test readme -- --ignored) -->\n";
+const MEMORY_END: &str = "<!-- memory:end -->\n";
+
+/// The memory the kernel accounts to the probe's maps once loaded, without and with
+/// `--stacks`.
+fn measured_memory() -> [auditor::source::ebpf::MapMemory; 2] {
+    use auditor::source::ebpf::{Filter, Probe};
+    [
+        None,
+        Some(auditor::stacks::Arms::of(|site| Some(site.info().hint))),
+    ]
+    .map(|stacks| {
+        let filter = Filter {
+            stacks,
+            ..Filter::default()
+        };
+        let mut probe = Probe::attach(&filter, &|| false).unwrap();
+        let memory = probe.map_memory().unwrap();
+        probe.detach().unwrap();
+        memory
+    })
+}
+
+/// The README's paragraph on the memory of a session, from measured figures.
+fn memory_paragraph(cpus: usize, [plain, stacks]: [auditor::source::ebpf::MapMemory; 2]) -> String {
+    let mb = |bytes: u64| format!("{:.1} MB", bytes as f64 / 1e6);
+    let text = format!(
+        "Memory fixed for a session, as the kernel accounts it to the probe's {} maps once \
+         loaded (their `memlock`), on a machine of {cpus} CPUs: {} in maps of one copy and {} \
+         in per-CPU maps without `--stacks`; {} and {} with it (its ring buffer of {} MiB and \
+         its sampling tables are made only then). Each traced process adds its row of \
+         counts, {} bytes per CPU, as it first makes a counted call.",
+        plain.maps,
+        mb(plain.shared),
+        mb(plain.per_cpu_maps),
+        mb(stacks.shared),
+        mb(stacks.per_cpu_maps),
+        auditor_common::stacks::RING_BYTES >> 20,
+        std::mem::size_of::<auditor_common::SiteCounts>(),
+    );
+    // Never wrapped at a hyphen: "per-CPU" stays one word.
+    let options = textwrap::Options::new(90).word_splitter(textwrap::WordSplitter::NoHyphenation);
+    format!("{}\n", textwrap::fill(&text, options))
+}
+
+/// The numbers of a paragraph, in order.
+fn numbers(text: &str) -> Vec<f64> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|word| word.trim_end_matches('.').parse().ok())
+        .collect()
+}
+
+/// The README's memory figures are the maps' as the kernel accounts them (within 10%, for
+/// other kernels and CPU counts: the per-CPU part is compared per CPU).
+#[test]
+#[ignore = "loads the probe: needs root and tracefs (`cargo xtask test`)"]
+fn the_readmes_memory_is_the_maps_as_loaded() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let start = readme
+        .find(MEMORY_BEGIN)
+        .expect("the README has the memory:begin marker")
+        + MEMORY_BEGIN.len();
+    let end = readme[start..]
+        .find(MEMORY_END)
+        .expect("and the memory:end marker")
+        + start;
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|possible| {
+            let last = possible
+                .trim()
+                .rsplit(['-', ','])
+                .next()?
+                .parse::<usize>()
+                .ok()?;
+            Some(last + 1)
+        })
+        .unwrap_or(cpus);
+    let measured = memory_paragraph(cpus, measured_memory());
+    if std::env::var_os("AUDITOR_WRITE_README").is_some() {
+        let written = format!("{}{measured}{}", &readme[..start], &readme[end..]);
+        std::fs::write(&path, written).unwrap();
+        return;
+    }
+    let (said, now) = (numbers(&readme[start..end]), numbers(&measured));
+    assert_eq!(
+        said.len(),
+        now.len(),
+        "{}\nagainst\n{measured}",
+        &readme[start..end]
+    );
+    // [maps, cpus, shared, per-CPU, shared with stacks, per-CPU with stacks, MiB, row]
+    let (said_cpus, now_cpus) = (said[1], now[1]);
+    for (index, (said, now)) in said.iter().zip(&now).enumerate() {
+        let (said, now) = match index {
+            1 => continue,
+            3 | 5 => (said / said_cpus, now / now_cpus),
+            _ => (*said, *now),
+        };
+        assert!(
+            (said - now).abs() <= 0.1 * now.max(0.1),
+            "figure {index} of the README's memory is {said}, measured {now}: run \
+             `AUDITOR_WRITE_README=1 cargo test -p auditor --test readme -- --ignored` as root\n{measured}"
+        );
+    }
 }

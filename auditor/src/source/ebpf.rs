@@ -265,6 +265,16 @@ fn log_tail(log: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// What the kernel accounts to the probe's maps, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapMemory {
+    pub maps: u32,
+    /// Maps of one copy.
+    pub shared: u64,
+    /// Per-CPU maps, all their copies: this part grows with the CPUs.
+    pub per_cpu_maps: u64,
+}
+
 /// A loaded and attached probe. Dropping it detaches everything.
 pub struct Probe {
     ebpf: Ebpf,
@@ -346,7 +356,15 @@ impl Probe {
             Ok(offsets) => (offsets, None),
             Err(why) => (TaskOffsets::default(), Some(why)),
         };
-        let mut ebpf = EbpfLoader::new()
+        let mut loader = EbpfLoader::new();
+        if filter.stacks.is_none() {
+            // SAFETY: sysconf without side effects.
+            let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u32;
+            for name in maps::STACKS_ONLY {
+                loader.map_max_entries(name, if name == maps::STACKS { page } else { 1 });
+            }
+        }
+        let mut ebpf = loader
             .override_global(globals::AUDITOR_PID, &auditor_pid, true)
             .override_global(globals::EMPTY_PROGRAMS, &empty_programs, true)
             .override_global(globals::OPEN_FLAG_SET, &open_flag_set, true)
@@ -486,6 +504,35 @@ impl Probe {
                     .map(|(collected, counters)| collected.note(counters)),
             )
             .collect()
+    }
+
+    /// The memory the kernel accounts to the probe's maps as they are now (each map's
+    /// `memlock` in /proc/self/fdinfo): this process holds no other BPF maps.
+    pub fn map_memory(&self) -> Result<MapMemory, Error> {
+        const PER_CPU_TYPES: [u32; 3] = [5, 6, 10]; // percpu hash, percpu array, LRU percpu hash
+        let mut memory = MapMemory::default();
+        let fds = std::fs::read_dir("/proc/self/fdinfo")
+            .map_err(|e| Error::Probe(format!("reading /proc/self/fdinfo: {e}")))?;
+        for fd in fds.flatten() {
+            let Ok(info) = std::fs::read_to_string(fd.path()) else {
+                continue;
+            };
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|line| line.strip_prefix(name))
+                    .and_then(|value| value.trim().parse::<u64>().ok())
+            };
+            let (Some(kind), Some(bytes)) = (field("map_type:"), field("memlock:")) else {
+                continue;
+            };
+            memory.maps += 1;
+            if PER_CPU_TYPES.contains(&(kind as u32)) {
+                memory.per_cpu_maps += bytes;
+            } else {
+                memory.shared += bytes;
+            }
+        }
+        Ok(memory)
     }
 
     /// The names given with `--comm` or `--thread-comm` that no task has had so far.
