@@ -77,7 +77,6 @@ fn hostile_clients_neither_kill_nor_hold_a_session() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
     let planned = Duration::from_secs(12);
-    let started = Instant::now();
     let duration = format!("{}s", planned.as_secs());
     let (mut auditor, address) = session_with_metrics(
         &["--duration", &duration],
@@ -85,12 +84,14 @@ fn hostile_clients_neither_kill_nor_hold_a_session() {
         &report,
     );
     let pid = auditor.id();
-    // Until the probe is loaded the loop does not answer.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Until the probe is loaded the loop does not answer (16 s on 7.2 under TCG); the
+    // duration counts from then.
+    let deadline = Instant::now() + Duration::from_secs(90);
     while !timed_scrape(&address).1 {
         assert!(Instant::now() < deadline, "no scrape answered");
         std::thread::sleep(Duration::from_millis(100));
     }
+    let started = Instant::now();
     let quiet: Vec<_> = (0..5).map(|_| timed_scrape(&address).0).collect();
     let (threads_before, rss_before) = threads_and_rss(pid);
 
@@ -145,7 +146,7 @@ fn hostile_clients_neither_kill_nor_hold_a_session() {
     let status = auditor.wait().unwrap();
     let took = started.elapsed();
     assert!(
-        took < planned + Duration::from_secs(5),
+        took < planned + Duration::from_secs(3),
         "ended after {took:?}"
     );
     let report: serde_json::Value =
