@@ -51,9 +51,14 @@ pub mod kind {
     pub const SAMPLE: u32 = 1;
     /// A [`MappingEvent`]: the process exec'd; what it had mapped is gone.
     pub const EXEC: u32 = 2;
-    /// A [`MappingEvent`]: the process mapped code from a file (the dynamic loader loading
-    /// a library, dlopen): the user side reads its mappings again while it runs.
+    /// A [`MappingEvent`]: the process mapped code (the dynamic loader loading a library,
+    /// dlopen, a JIT's anonymous code) or made memory executable (mprotect): the user side
+    /// reads its mappings again while it runs.
     pub const MAP_CODE: u32 = 3;
+    /// A [`MappingEvent`]: the process unmapped memory. Most unmaps are of data, so the
+    /// user side reads its mappings again only when a stack of it comes, and names no
+    /// frame after what was mapped before.
+    pub const UNMAP: u32 = 4;
 }
 
 /// A set of sites, a bit each (`1 << site`).
@@ -107,12 +112,12 @@ pub struct StackSample {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct MappingEvent {
-    /// `kind::EXEC` or `kind::MAP_CODE`.
+    /// `kind::EXEC`, `kind::MAP_CODE` or `kind::UNMAP`.
     pub kind: u32,
     pub pid: u32,
 }
 
-/// `PROT_EXEC` of mmap's `prot`.
+/// `PROT_EXEC` of mmap's and mprotect's `prot`.
 pub const PROT_EXEC: u64 = 4;
 
 /// The key of the count of rare calls seen, for sampling: per process and set of sites

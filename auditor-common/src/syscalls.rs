@@ -174,8 +174,11 @@ syscalls! {
     Fchmodat = "fchmodat" { enter: true, logged: true, args: &["dfd", "filename", "mode"] },
     // Not logged: Debian's strace 6.1 does not know it (it prints `syscall_0x1c4`).
     Fchmodat2 = "fchmodat2" { enter: true, args: &["dfd", "filename", "mode", "flags"] },
-    // Counted at no site: followed for `--stacks` (code mapped from a file).
+    // Counted at no site: followed for `--stacks` (code mapped, made executable, or
+    // unmapped: the user side reads the process's mappings again).
     Mmap = "mmap" { enter: true, exit: true, args: &["addr", "len", "prot", "flags", "fd", "off"] },
+    Mprotect = "mprotect" { enter: true, exit: true, args: &["start", "len", "prot"] },
+    Munmap = "munmap" { enter: true, exit: true, args: &["addr", "len"] },
 }
 
 /// The syscalls that allocate fds through `alloc_fd` which the auditor does not follow, and

@@ -138,23 +138,18 @@ pub fn mappings_changed(kind: u32, pid: u32) {
     }
 }
 
-/// Threads in an mmap of code from a file, by thread id, to tell of at its exit.
+/// Threads in an mmap of code, an mprotect that makes memory executable, or an munmap, by
+/// thread id, to tell of at its exit.
 #[map]
 static MAPPING_CODE: HashMap<u32, u32> =
     HashMap::with_max_entries(maps::THREADS_CAPACITY, BPF_F_NO_PREALLOC);
 
-/// A traced process maps code from a file: the loader loading a library, or dlopen.
-#[tracepoint(category = "syscalls", name = "sys_enter_mmap")]
-pub fn mmap_enter(ctx: TracePointContext) -> u32 {
-    if global(&STACKS_ON) == 0 {
+/// Notes a traced thread's call that changes its process's mappings, when `changes`.
+fn mapping_enter(changes: bool) -> u32 {
+    if global(&STACKS_ON) == 0 || !changes {
         return 0;
     }
-    let code = arg!(&ctx, Mmap, "prot") & stacks::PROT_EXEC != 0;
-    let from_file = arg!(&ctx, Mmap, "fd") as i32 >= 0;
-    if code
-        && from_file
-        && let Some(process) = target::current()
-    {
+    if let Some(process) = target::current() {
         // SAFETY: a helper without arguments.
         let tid = unsafe { bpf_get_current_pid_tgid() } as u32;
         let _ = MAPPING_CODE.insert(tid, process.pid, 0);
@@ -162,17 +157,9 @@ pub fn mmap_enter(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// Forgets an exiting thread's mmap in flight, with `--stacks`.
-pub fn forget_thread(tid: u32) {
-    if global(&STACKS_ON) != 0 {
-        let _ = MAPPING_CODE.remove(tid);
-    }
-}
-
-/// ... and the mapping is there: the user side reads the process's mappings while it
-/// still runs (it may have exited by the time its stacks come).
-#[tracepoint(category = "syscalls", name = "sys_exit_mmap")]
-pub fn mmap_exit(_ctx: TracePointContext) -> u32 {
+/// ... and the mappings have changed: tells the user side (`kind`), which reads them
+/// while the process still runs (it may have exited by the time its stacks come).
+fn mapping_exit(kind: u32) -> u32 {
     if global(&STACKS_ON) == 0 {
         return 0;
     }
@@ -181,9 +168,49 @@ pub fn mmap_exit(_ctx: TracePointContext) -> u32 {
     // SAFETY: the value is copied out before the entry is removed.
     if let Some(&pid) = unsafe { MAPPING_CODE.get(tid) } {
         let _ = MAPPING_CODE.remove(tid);
-        mappings_changed(kind::MAP_CODE, pid);
+        mappings_changed(kind, pid);
     }
     0
+}
+
+/// A traced process maps code: the loader loading a library, dlopen, a JIT.
+#[tracepoint(category = "syscalls", name = "sys_enter_mmap")]
+pub fn mmap_enter(ctx: TracePointContext) -> u32 {
+    mapping_enter(arg!(&ctx, Mmap, "prot") & stacks::PROT_EXEC != 0)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_mmap")]
+pub fn mmap_exit(_ctx: TracePointContext) -> u32 {
+    mapping_exit(kind::MAP_CODE)
+}
+
+/// A traced process makes memory executable (a JIT).
+#[tracepoint(category = "syscalls", name = "sys_enter_mprotect")]
+pub fn mprotect_enter(ctx: TracePointContext) -> u32 {
+    mapping_enter(arg!(&ctx, Mprotect, "prot") & stacks::PROT_EXEC != 0)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_mprotect")]
+pub fn mprotect_exit(_ctx: TracePointContext) -> u32 {
+    mapping_exit(kind::MAP_CODE)
+}
+
+/// A traced process unmaps memory (code among it, maybe).
+#[tracepoint(category = "syscalls", name = "sys_enter_munmap")]
+pub fn munmap_enter(_ctx: TracePointContext) -> u32 {
+    mapping_enter(true)
+}
+
+#[tracepoint(category = "syscalls", name = "sys_exit_munmap")]
+pub fn munmap_exit(_ctx: TracePointContext) -> u32 {
+    mapping_exit(kind::UNMAP)
+}
+
+/// Forgets an exiting thread's mapping call in flight, with `--stacks`.
+pub fn forget_thread(tid: u32) {
+    if global(&STACKS_ON) != 0 {
+        let _ = MAPPING_CODE.remove(tid);
+    }
 }
 
 fn count(index: u32) {

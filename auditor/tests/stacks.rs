@@ -23,13 +23,18 @@ const CALLER: &str = "rare_polls(poll_with_holes)";
 
 /// Builds tests/programs/rare_polls.c as Debian builds its code: -O2, no frame pointers.
 fn build_program() -> (tempfile::TempDir, PathBuf) {
+    build("rare_polls")
+}
+
+/// Builds tests/programs/NAME.c as Debian builds its code: -O2, no frame pointers.
+fn build(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let binary = dir.path().join("rare_polls");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/programs/rare_polls.c");
+    let binary = dir.path().join(name);
+    let source = format!("{}/tests/programs/{name}.c", env!("CARGO_MANIFEST_DIR"));
     let status = std::process::Command::new("gcc")
         .args(["-O2", "-fomit-frame-pointer", "-o"])
         .arg(&binary)
-        .arg(source)
+        .arg(&source)
         .status()
         .expect("gcc runs");
     assert!(status.success(), "gcc failed on {source}");
@@ -126,4 +131,47 @@ fn strace_names_the_same_function() {
         rare_callers(&report, FD_NEGATIVE),
         [(CALLER.to_string(), HOLES)]
     );
+}
+
+/// Code that a JIT writes where a file was mapped before (tests/programs/jit_polls.c:
+/// libm's code mapped, unmapped, anonymous memory mapped at its address and made
+/// executable) is named as unknown code, never after the file that was there.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn a_jit_in_the_place_of_a_file_is_not_named_after_it() {
+    require_privileges();
+    let (_dir, program) = build("jit_polls");
+    let calls = "20";
+    let report = json_report(
+        &[
+            "trace",
+            "--stacks",
+            "--site",
+            FD_NEGATIVE,
+            "--format",
+            "json",
+            "--",
+        ]
+        .map(OsStr::new)
+        .into_iter()
+        .chain([program.as_os_str(), OsStr::new(calls)])
+        .collect::<Vec<_>>(),
+    );
+    // Its 20 calls from the JIT, and the one from main while libm was mapped.
+    assert_eq!(json_counts(&report, FD_NEGATIVE).taken, 21);
+    let callers = rare_callers(&report, FD_NEGATIVE);
+    assert!(
+        callers.iter().all(|(caller, _)| !caller.contains("libm")),
+        "{callers:?}"
+    );
+    assert!(
+        callers.contains(&("jit_polls(main)".to_string(), 1)),
+        "{callers:?}"
+    );
+    let unknown: u64 = callers
+        .iter()
+        .filter(|(caller, _)| caller.starts_with("?("))
+        .map(|(_, evaluations)| evaluations)
+        .sum();
+    assert_eq!(unknown, 20, "{callers:?}");
 }

@@ -124,8 +124,13 @@ struct Unwinding {
     /// The last mappings read of each process that has sent a stack or mapped code: kept
     /// after it exits, to unwind the stacks that come after.
     images: HashMap<u32, Image>,
-    /// Processes whose mappings changed since they were read.
+    /// Processes whose mappings changed since they were read (code mapped): read again
+    /// at once.
     changed: HashSet<u32>,
+    /// Processes that unmapped memory since they were read: read again when a stack of
+    /// theirs comes, and if they are gone by then, no frame of theirs is named after what
+    /// they had mapped before.
+    unmapped_since: HashSet<u32>,
 
     objects: Objects,
     cache: CacheX86_64,
@@ -195,6 +200,9 @@ impl Unwinding {
             (Some(kind::MAP_CODE), Some(mapped)) => {
                 self.changed.insert(mapped.pid);
             }
+            (Some(kind::UNMAP), Some(unmapped)) => {
+                self.unmapped_since.insert(unmapped.pid);
+            }
             _ => match record_as::<StackSample>(bytes) {
                 Some(sample) if sample.kind == kind::SAMPLE => self.sample(&sample),
                 _ => self.collected.malformed += 1,
@@ -219,8 +227,14 @@ impl Unwinding {
             stack_base: sample.stack_base,
             stack: &sample.stack[..stack_len],
         };
-        if self.changed.remove(&pid) || !self.images.contains_key(&pid) {
-            self.read_mappings(pid);
+        let unmapped = self.unmapped_since.remove(&pid);
+        if (self.changed.remove(&pid) || unmapped || !self.images.contains_key(&pid))
+            && !self.read_mappings(pid)
+            && unmapped
+        {
+            // Gone, and what it had mapped is no longer known: its addresses may be
+            // another file's or a JIT's now.
+            self.images.remove(&pid);
         }
         // Its instruction pointer is in a mapping the process had: else it exited before
         // the mappings its stack is in were read.
@@ -241,5 +255,63 @@ impl Unwinding {
                 .or_default()
                 .add(&sample.rare.counts[site as usize]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// The bytes of one of the probe's records.
+    fn bytes_of<T: Copy>(record: &T) -> Vec<u8> {
+        // SAFETY: a #[repr(C)] record of integers, read as the bytes it is made of.
+        unsafe { std::slice::from_raw_parts((record as *const T).cast::<u8>(), size_of::<T>()) }
+            .to_vec()
+    }
+
+    #[inline(never)]
+    fn code_of_this_test() {}
+
+    /// A process that unmapped memory and is gone before its stack is read has its stack
+    /// counted as unmapped: its addresses may be another file's or a JIT's by then, so no
+    /// frame is named after what it had mapped before.
+    #[test]
+    fn no_frame_is_named_after_a_mapping_that_may_be_gone() {
+        let mut state = Unwinding::default();
+        let gone = 0x7fff_fff0; // no such process
+        let maps = read_maps(std::process::id()).unwrap();
+        state
+            .images
+            .insert(gone, Image::new(maps, &mut state.objects));
+        // SAFETY: StackSample holds integers and byte arrays only: zero is a valid value.
+        let mut sample: StackSample = unsafe { std::mem::zeroed() };
+        sample.kind = kind::SAMPLE;
+        sample.pid = gone;
+        sample.rare.sites = auditor_common::stacks::site_bit(Site::PollFdNegative);
+        sample.rare.counts[Site::PollFdNegative as usize] = Counts::new(1, 0, 0);
+        sample.ip = code_of_this_test as *const () as u64;
+        // Before any unmap: named after the file the address is in (this test binary).
+        state.record(&bytes_of(&sample));
+        let this = std::env::current_exe().unwrap();
+        let named = |state: &Unwinding| {
+            state.collected.stacks.keys().any(|(_, frames)| {
+                frames
+                    .first()
+                    .is_some_and(|frame| Path::new(&frame.object) == this)
+            })
+        };
+        assert!(named(&state), "{:?}", state.collected.stacks);
+        // After an unmap, with the process gone: counted as unmapped.
+        state.collected.stacks.clear();
+        let unmap = MappingEvent {
+            kind: kind::UNMAP,
+            pid: gone,
+        };
+        state.record(&bytes_of(&unmap));
+        state.record(&bytes_of(&sample));
+        assert!(!named(&state), "{:?}", state.collected.stacks);
+        assert_eq!(state.collected.unmapped, 1);
+        assert_eq!(state.collected.samples, 2);
     }
 }
