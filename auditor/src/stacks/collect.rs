@@ -228,7 +228,8 @@ impl Unwinding {
             stack: &sample.stack[..stack_len],
         };
         let unmapped = self.unmapped_since.remove(&pid);
-        if (self.changed.remove(&pid) || unmapped || !self.images.contains_key(&pid))
+        let changed = self.changed.remove(&pid);
+        if (changed || unmapped || !self.images.contains_key(&pid))
             && !self.read_mappings(pid)
             && unmapped
         {
