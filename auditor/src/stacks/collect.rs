@@ -229,13 +229,13 @@ impl Unwinding {
         };
         let unmapped = self.unmapped_since.remove(&pid);
         let changed = self.changed.remove(&pid);
-        if (changed || unmapped || !self.images.contains_key(&pid))
-            && !self.read_mappings(pid)
-            && unmapped
-        {
-            // Gone, and what it had mapped is no longer known: its addresses may be
-            // another file's or a JIT's now.
-            self.images.remove(&pid);
+        if changed || unmapped || !self.images.contains_key(&pid) {
+            let read = self.read_mappings(pid);
+            if !read && unmapped {
+                // Gone, and what it had mapped is no longer known: its addresses may be
+                // another file's or a JIT's now.
+                self.images.remove(&pid);
+            }
         }
         // Its instruction pointer is in a mapping the process had: else it exited before
         // the mappings its stack is in were read.
