@@ -233,6 +233,14 @@ pub struct ProcessKey {
     pub comm: [u8; COMM_LEN],
 }
 
+/// The key of the row in `maps::SPILL` of the counts that found no row of their process
+/// (the table was full, or the spill): no process has this pid. The loader makes the row
+/// before the probe attaches, so it is always there.
+pub const UNATTRIBUTED_ROW: ProcessKey = ProcessKey {
+    pid: u32::MAX,
+    comm: [0; COMM_LEN],
+};
+
 /// Names of the probe's load-time globals, set by the loader with `override_global`.
 pub mod globals {
     /// u32: the auditor's own process id, never counted.
@@ -342,13 +350,15 @@ pub mod row_miss {
 pub mod maps {
     pub const COUNTS: &str = "COUNTS";
     /// Preallocated rows for the processes whose row in `COUNTS` the kernel could not
-    /// allocate when they needed it; the loader adds them to the process's row.
+    /// allocate when they needed it (the loader adds them to the process's row), and the
+    /// row of counts that found no row of their process ([`crate::UNATTRIBUTED_ROW`]).
+    /// One map for both: a row is then a value of one of two maps, as the verifier sees
+    /// it, and each map a row may come from has it walk the rest of every program again.
     pub const SPILL: &str = "SPILL";
-    /// Entries of `SPILL`.
-    pub const SPILL_CAPACITY: u32 = 1024;
+    /// Entries of `SPILL`: 1024 processes' rows and the unattributed row.
+    pub const SPILL_CAPACITY: u32 = 1024 + 1;
     /// Per-CPU u64 counters, indexed by `row_miss`.
     pub const ROW_MISSES: &str = "ROW_MISSES";
-    pub const UNATTRIBUTED: &str = "UNATTRIBUTED";
     pub const CALLS: &str = "CALLS";
     pub const TRACED: &str = "TRACED";
     pub const COMMS: &str = "COMMS";

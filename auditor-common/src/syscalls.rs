@@ -26,6 +26,9 @@ pub struct SyscallInfo {
     /// Its arguments, as its `sys_enter_NAME` format file names them, in order: the
     /// record's fields after `__syscall_nr` ([`SysEnter`]).
     pub args: &'static [&'static str],
+    /// Followed for `--stacks` alone (it changes a process's mappings) and counted at no
+    /// site: without `--stacks` its programs are neither loaded nor attached.
+    pub stacks_only: bool,
 }
 
 impl SyscallInfo {
@@ -39,6 +42,7 @@ impl SyscallInfo {
         allocates: Allocates::No,
         prepares: FdPrepare::Direct,
         args: &[],
+        stacks_only: false,
     };
 }
 
@@ -174,11 +178,11 @@ syscalls! {
     Fchmodat = "fchmodat" { enter: true, logged: true, args: &["dfd", "filename", "mode"] },
     // Not logged: Debian's strace 6.1 does not know it (it prints `syscall_0x1c4`).
     Fchmodat2 = "fchmodat2" { enter: true, args: &["dfd", "filename", "mode", "flags"] },
-    // Counted at no site: followed for `--stacks` (code mapped, made executable, or
-    // unmapped: the user side reads the process's mappings again).
-    Mmap = "mmap" { enter: true, exit: true, args: &["addr", "len", "prot", "flags", "fd", "off"] },
-    Mprotect = "mprotect" { enter: true, exit: true, args: &["start", "len", "prot"] },
-    Munmap = "munmap" { enter: true, exit: true, args: &["addr", "len"] },
+    // Code mapped, made executable, or unmapped: the user side reads the process's
+    // mappings again.
+    Mmap = "mmap" { enter: true, exit: true, stacks_only: true, args: &["addr", "len", "prot", "flags", "fd", "off"] },
+    Mprotect = "mprotect" { enter: true, exit: true, stacks_only: true, args: &["start", "len", "prot"] },
+    Munmap = "munmap" { enter: true, exit: true, stacks_only: true, args: &["addr", "len"] },
 }
 
 /// The syscalls that allocate fds through `alloc_fd` which the auditor does not follow, and

@@ -5,8 +5,8 @@
 
 use crate::stacks;
 use auditor_common::{
-    Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, catalogue::Recorder,
-    failure, maps, row_miss, stacks::RareSites,
+    Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, UNATTRIBUTED_ROW,
+    catalogue::Recorder, failure, maps, row_miss, stacks::RareSites,
 };
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
@@ -21,7 +21,9 @@ static COUNTS: PerCpuHashMap<ProcessKey, SiteCounts> =
     PerCpuHashMap::with_max_entries(maps::COUNTS_CAPACITY, BPF_F_NO_PREALLOC);
 
 /// Rows of the processes whose row the kernel could not allocate in `COUNTS` when they
-/// needed one: preallocated, so that a row is made whenever the table has room.
+/// needed one: preallocated, so that a row is made whenever the table has room; and the
+/// row of counts that found no row anywhere, `UNATTRIBUTED_ROW` (still exact per site,
+/// only not per process).
 #[map]
 static SPILL: PerCpuHashMap<ProcessKey, SiteCounts> =
     PerCpuHashMap::with_max_entries(maps::SPILL_CAPACITY, 0);
@@ -29,11 +31,6 @@ static SPILL: PerCpuHashMap<ProcessKey, SiteCounts> =
 /// Why calls' counts went elsewhere than their row in `COUNTS`, per `row_miss` kind.
 #[map]
 static ROW_MISSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(row_miss::COUNT as u32, 0);
-
-/// Counts that found no row in `COUNTS` or `SPILL`: still exact per site, only not per
-/// process.
-#[map]
-static UNATTRIBUTED: PerCpuArray<SiteCounts> = PerCpuArray::with_max_entries(1, 0);
 
 /// A row of zeros to start a new row from: too large for the BPF stack.
 #[map]
@@ -64,6 +61,36 @@ static CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SYSCALL_COUNT as 
 /// What a map update returns when the map holds its maximum of entries.
 const E2BIG: i32 = 7;
 
+/// This CPU's copy of the row `process`'s counts go to (see [`Row::of`]).
+#[inline(always)]
+fn row_of(process: &ProcessKey) -> Option<*mut SiteCounts> {
+    if let Some(counts) = COUNTS.get_ptr_mut(process) {
+        return Some(counts);
+    }
+    // A new row holds zeros on every CPU. EEXIST means another CPU created it meanwhile.
+    let zero = ZERO_ROW.get(0)?;
+    let made = COUNTS.insert(process, zero, u64::from(BPF_NOEXIST));
+    if let Some(counts) = COUNTS.get_ptr_mut(process) {
+        return Some(counts);
+    }
+    let miss = if made == Err(-E2BIG) {
+        row_miss::TABLE_FULL
+    } else {
+        // No memory for the row now; the next call tries again, and this one's counts go
+        // to the process's preallocated row in the spill.
+        if SPILL.get_ptr_mut(process).is_none() {
+            let _ = SPILL.insert(process, zero, u64::from(BPF_NOEXIST));
+        }
+        if let Some(counts) = SPILL.get_ptr_mut(process) {
+            increment(&ROW_MISSES, row_miss::SPILLED);
+            return Some(counts);
+        }
+        row_miss::SPILL_FULL
+    };
+    increment(&ROW_MISSES, miss);
+    SPILL.get_ptr_mut(&UNATTRIBUTED_ROW)
+}
+
 /// This CPU's row of one process's counts, for the length of one program run.
 pub struct Row {
     counts: *mut SiteCounts,
@@ -85,39 +112,11 @@ impl Row {
     /// when the kernel could not allocate one; the unattributed row when the table (or
     /// the spill) is full. None only if the maps are missing, which cannot happen.
     pub fn of(process: &ProcessKey) -> Option<Row> {
-        let row = |counts| Row {
-            counts,
+        Some(Row {
+            counts: row_of(process)?,
             process: *process,
             rare_sites: stacks::begin_call(),
-        };
-        if let Some(counts) = COUNTS.get_ptr_mut(process) {
-            return Some(row(counts));
-        }
-        // A new row holds zeros on every CPU. EEXIST means another CPU created it meanwhile.
-        let zero = ZERO_ROW.get(0)?;
-        let made = COUNTS.insert(process, zero, u64::from(BPF_NOEXIST));
-        if let Some(counts) = COUNTS.get_ptr_mut(process) {
-            return Some(row(counts));
-        }
-        if made == Err(-E2BIG) {
-            increment(&ROW_MISSES, row_miss::TABLE_FULL);
-            return UNATTRIBUTED.get_ptr_mut(0).map(row);
-        }
-        // No memory for the row now; the next call tries again, and this one's counts go
-        // to the process's preallocated row in the spill.
-        if SPILL.get_ptr_mut(process).is_none() {
-            let _ = SPILL.insert(process, zero, u64::from(BPF_NOEXIST));
-        }
-        match SPILL.get_ptr_mut(process) {
-            Some(counts) => {
-                increment(&ROW_MISSES, row_miss::SPILLED);
-                Some(row(counts))
-            }
-            None => {
-                increment(&ROW_MISSES, row_miss::SPILL_FULL);
-                UNATTRIBUTED.get_ptr_mut(0).map(row)
-            }
-        }
+        })
     }
 
     /// The counts of `site` in this row (checked: the verifier allows no panic path).

@@ -8,7 +8,8 @@ use std::{
 
 use auditor_common::{
     COMM_LEN, Counts, EXE_LEN, ProcessKey, SITE_COUNT, Site, SiteCounts, Syscall, TaskOffsets,
-    Traced, comm_match, failure, globals, maps, row_miss, stacks, syscalls::SYSCALLS, traced,
+    Traced, UNATTRIBUTED_ROW, comm_match, failure, globals, maps, row_miss, stacks,
+    syscalls::SYSCALLS, traced,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -39,6 +40,8 @@ struct Program {
     name: String,
     category: &'static str,
     event: String,
+    /// Only `--stacks` needs it (see `SyscallInfo::stacks_only`).
+    stacks_only: bool,
 }
 
 /// The probe's programs besides those of the syscall table: the processes' lifetimes.
@@ -59,6 +62,7 @@ static PROGRAMS: std::sync::LazyLock<Vec<Program>> = std::sync::LazyLock::new(||
         name: name.to_string(),
         category,
         event: event.to_string(),
+        stacks_only: false,
     });
     let syscalls = SYSCALLS.iter().flat_map(|info| {
         let ends = [("enter", info.enter), ("exit", info.exit)];
@@ -68,6 +72,7 @@ static PROGRAMS: std::sync::LazyLock<Vec<Program>> = std::sync::LazyLock::new(||
                 name: format!("{}_{end}", info.name),
                 category: "syscalls",
                 event: format!("sys_{end}_{}", info.name),
+                stacks_only: info.stacks_only,
             })
     });
     lifetimes.into_iter().chain(syscalls).collect()
@@ -402,6 +407,21 @@ impl Probe {
             }
         }
         {
+            // The unattributed row is there before any program runs.
+            let mut spill: PerCpuHashMap<_, ProcessKey, SiteCounts> = PerCpuHashMap::try_from(
+                ebpf.map_mut(maps::SPILL)
+                    .ok_or(Error::Probe(maps::SPILL.into()))?,
+            )
+            .map_err(|e| map_error(maps::SPILL, e))?;
+            let cpus = aya::util::nr_cpus()
+                .map_err(|(_, e)| Error::Probe(format!("counting the CPUs: {e}")))?;
+            let zeros = aya::maps::PerCpuValues::try_from(vec![SiteCounts::ZERO; cpus])
+                .map_err(|e| map_error(maps::SPILL, e))?;
+            spill
+                .insert(UNATTRIBUTED_ROW, zeros, 0)
+                .map_err(|e| map_error(maps::SPILL, e))?;
+        }
+        {
             let mut comms: HashMap<_, [u8; COMM_LEN], u32> = HashMap::try_from(
                 ebpf.map_mut(maps::COMMS)
                     .ok_or(Error::Probe(maps::COMMS.into()))?,
@@ -432,8 +452,10 @@ impl Probe {
             .filter(|info| !tracefs::has_event("syscalls", &format!("sys_enter_{}", info.name)))
             .map(|info| info.name)
             .collect();
+        // Without --stacks, the programs only it needs are not verified or attached either.
         let present = |program: &Program| {
-            program.category != "syscalls" || tracefs::has_event(program.category, &program.event)
+            (program.category != "syscalls" || tracefs::has_event(program.category, &program.event))
+                && (filter.stacks.is_some() || !program.stacks_only)
         };
         load_programs(&mut ebpf, &present, stop)?;
         let collector = match filter.stacks {
@@ -451,6 +473,7 @@ impl Probe {
             name,
             category,
             event,
+            ..
         } in PROGRAMS.iter().filter(|program| present(program))
         {
             if stop() {
@@ -642,21 +665,13 @@ impl Probe {
                 let (key, per_cpu) = entry.map_err(|e| map_error(name, e))?;
                 for site in Site::ALL {
                     let sum = site_sum(per_cpu.iter(), site);
-                    if sum.total() > 0 {
+                    if key == UNATTRIBUTED_ROW {
+                        tally.add_unattributed(site, &sum);
+                    } else if sum.total() > 0 {
                         tally.add(process(&key), site, &sum);
                     }
                 }
             }
-        }
-
-        let unattributed: PerCpuArray<&MapData, SiteCounts> =
-            PerCpuArray::try_from(map(maps::UNATTRIBUTED)?)
-                .map_err(|e| map_error(maps::UNATTRIBUTED, e))?;
-        let per_cpu = unattributed
-            .get(&0, 0)
-            .map_err(|e| map_error(maps::UNATTRIBUTED, e))?;
-        for site in Site::ALL {
-            tally.add_unattributed(site, &site_sum(per_cpu.iter(), site));
         }
 
         let calls: PerCpuArray<&MapData, u64> =
