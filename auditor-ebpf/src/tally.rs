@@ -88,7 +88,7 @@ fn row_of(process: &ProcessKey) -> Option<*mut SiteCounts> {
         row_miss::SPILL_FULL
     };
     increment(&ROW_MISSES, miss);
-    SPILL.get_ptr_mut(&UNATTRIBUTED_ROW)
+    SPILL.get_ptr_mut(UNATTRIBUTED_ROW)
 }
 
 /// This CPU's row of one process's counts, for the length of one program run.
