@@ -138,6 +138,9 @@ impl Output {
         // long session does not find out.
         let directory = directory_of(path);
         temporary_beside(path).map_err(|why| {
+            // tempfile names the file it tried; the directory is what the user gave.
+            let why = why.to_string();
+            let why = why.split(" at path ").next().unwrap_or_default();
             refused(format!(
                 "cannot create files in {}: {why}",
                 directory.display()

@@ -172,7 +172,10 @@ fn the_report_does_not_share_the_commands_stdout() {
     assert!(output.stdout.is_empty(), "the command ran");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("cannot create the report file /nonexistent/dir/report.json"),
+        stderr.contains(
+            "-o /nonexistent/dir/report.json: cannot create files in /nonexistent/dir: No such \
+             file or directory"
+        ),
         "{stderr}"
     );
 }
