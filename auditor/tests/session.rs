@@ -349,7 +349,8 @@ fn a_duration_ends_with_the_commands_status() {
         let (got, report, _) = common::ended(started);
         let took = begun.elapsed();
         assert_eq!(got, Some(code), "{script}: {report}");
-        assert!(took < Duration::from_secs(20), "{script}: {took:?}");
+        // The probe's start (1 s here, 26 s on 7.2 under TCG), the second, the grace.
+        assert!(took < Duration::from_secs(60), "{script}: {took:?}");
         let said = common::json_notes(&report)
             .iter()
             .any(|note| note.contains("was sent SIGTERM and was still running"));

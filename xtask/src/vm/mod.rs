@@ -172,6 +172,20 @@ fn build_tests() -> anyhow::Result<BTreeMap<String, PathBuf>> {
     Ok(binaries)
 }
 
+/// Privileged tests the guests leave out: they check how the auditor handles its command,
+/// the same on every kernel (the host runs them), and under TCG each of their sessions
+/// costs a probe's start (11-21 s).
+const NOT_IN_GUESTS: [&str; 1] = ["a_duration_ends_with_the_commands_status"];
+
+/// libtest's arguments for the guests' runs: the privileged tests, one at a time.
+fn guest_test_args() -> String {
+    let mut args = String::from("--ignored --test-threads=1 --color never");
+    for test in NOT_IN_GUESTS {
+        let _ = write!(args, " --skip {test}");
+    }
+    args
+}
+
 /// The guest's script: each binary's privileged tests, one at a time, between markers.
 fn test_script(binaries: &[(String, PathBuf)]) -> String {
     let package = workspace_root().join("auditor");
@@ -191,8 +205,9 @@ fn test_script(binaries: &[(String, PathBuf)]) -> String {
     for (name, path) in binaries {
         let _ = writeln!(
             script,
-            "echo '== binary {name}'; '{}' --ignored --test-threads=1 --color never",
-            path.display()
+            "echo '== binary {name}'; '{}' {}",
+            path.display(),
+            guest_test_args()
         );
     }
     script
