@@ -76,15 +76,24 @@ fn generated() -> String {
     table
 }
 
-#[test]
-fn the_readme_lists_the_catalogue() {
+/// The README's path, its text, and where the generated text between `begin` and `end` lies.
+fn generated_block(begin: &str, end: &str) -> (std::path::PathBuf, String, usize, usize) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
     let readme = std::fs::read_to_string(&path).unwrap();
     let start = readme
-        .find(BEGIN)
-        .expect("the README has the sites:begin marker")
-        + BEGIN.len();
-    let end = readme[start..].find(END).expect("and the sites:end marker") + start;
+        .find(begin)
+        .unwrap_or_else(|| panic!("the README has no {begin}"))
+        + begin.len();
+    let stop = readme[start..]
+        .find(end)
+        .unwrap_or_else(|| panic!("the README has no {end}"))
+        + start;
+    (path, readme, start, stop)
+}
+
+#[test]
+fn the_readme_lists_the_catalogue() {
+    let (path, readme, start, end) = generated_block(BEGIN, END);
     let table = generated();
     if std::env::var_os("AUDITOR_WRITE_README").is_some() {
         let written = format!("{}{table}{}", &readme[..start], &readme[end..]);
@@ -184,29 +193,9 @@ fn numbers(text: &str) -> Vec<f64> {
 #[test]
 #[ignore = "loads the probe: needs root and tracefs (`cargo xtask test`)"]
 fn the_readmes_memory_is_the_maps_as_loaded() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let readme = std::fs::read_to_string(&path).unwrap();
-    let start = readme
-        .find(MEMORY_BEGIN)
-        .expect("the README has the memory:begin marker")
-        + MEMORY_BEGIN.len();
-    let end = readme[start..]
-        .find(MEMORY_END)
-        .expect("and the memory:end marker")
-        + start;
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/possible")
-        .ok()
-        .and_then(|possible| {
-            let last = possible
-                .trim()
-                .rsplit(['-', ','])
-                .next()?
-                .parse::<usize>()
-                .ok()?;
-            Some(last + 1)
-        })
-        .unwrap_or(cpus);
+    let (path, readme, start, end) = generated_block(MEMORY_BEGIN, MEMORY_END);
+    // As the kernel sizes per-CPU maps: the possible CPUs.
+    let cpus = aya::util::nr_cpus().unwrap();
     let measured = memory_paragraph(cpus, measured_memory());
     if std::env::var_os("AUDITOR_WRITE_README").is_some() {
         let written = format!("{}{measured}{}", &readme[..start], &readme[end..]);
