@@ -170,8 +170,8 @@ pub fn read(path: &Path) -> Result<Loaded, SavedError> {
             LARGEST_REPORT >> 20
         )));
     }
-    let parsed: Result<serde_json::Value, _> = serde_json::from_slice(&text);
-    let value = parsed.map_err(|e| unreadable(format!("not JSON, or cut short: {e}")))?;
+    let value: serde_json::Value = serde_json::from_slice(&text)
+        .map_err(|e| unreadable(format!("not JSON, or cut short: {e}")))?;
     match value.get("version").and_then(serde_json::Value::as_u64) {
         Some(version) if version == u64::from(JSON_VERSION) => {}
         Some(version) => {
