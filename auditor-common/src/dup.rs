@@ -6,7 +6,7 @@
 use crate::{
     Evaluation,
     catalogue::{Recorder, unlikely},
-    errno,
+    errno, fd,
 };
 
 /// What `ksys_dup3` finds of the task's fd table (read at entry).
@@ -100,17 +100,17 @@ fn ksys_dup3<R: Recorder>(recorder: &mut R, call: &DupCall, table: Option<&DupTa
     let enomem = ret == Some(-errno::ENOMEM);
     let (not_open, expand_failed) = match (table, ret) {
         (Some(table), _) => {
+            // The table grows for newfd before oldfd is looked up, open or not.
+            let expansion = fd::expand_files(recorder, newfd, table.max_fds, table.nr_open);
             let missing = table.oldfd_open == 0;
-            // Growing for newfd fails past fs.nr_open, or when its allocation does (which
-            // only the return value tells).
-            let failed = if newfd < table.max_fds {
-                Evaluation::NotTaken
-            } else if newfd >= table.nr_open || enomem {
-                Evaluation::Taken
-            } else if ret.is_some() {
-                Evaluation::NotTaken
-            } else {
-                Evaluation::Undecided
+            // Growing fails with -EMFILE as the growth rule says, or when its allocation
+            // does (which only the return value tells).
+            let failed = match expansion {
+                fd::Expansion::Fits => Evaluation::NotTaken,
+                fd::Expansion::Refused => Evaluation::Taken,
+                fd::Expansion::Grew(_) if enomem => Evaluation::Taken,
+                fd::Expansion::Grew(_) if ret.is_some() => Evaluation::NotTaken,
+                fd::Expansion::Grew(_) => Evaluation::Undecided,
             };
             (
                 Evaluation::from_taken(missing),
@@ -204,10 +204,46 @@ mod tests {
         assert_eq!(run(1010, Some(table(1, 64)), ebadf), (n, t));
         assert_eq!(run(100, Some(table(1, 64)), Some(-errno::ENOMEM)), (n, t));
         assert_eq!(run(100, Some(table(1, 64)), None), (n, u));
+        // Below fs.nr_open, but rounded up past it and cut below newfd (-EMFILE, told as
+        // -EBADF): the kernel's dup2(0, 970) with fs.nr_open at 1000.
+        assert_eq!(run(970, Some(table(1, 64)), ebadf), (n, t));
         // From the return value alone.
         assert_eq!(run(4, None, ebadf), (u, u));
         assert_eq!(run(4, None, Some(4)), (n, n));
         assert_eq!(run(4, None, Some(-errno::ENOMEM)), (n, t));
         assert_eq!(run(4, None, None), (u, u));
+    }
+
+    #[test]
+    fn the_growth_for_newfd_is_the_tables_growth_rule() {
+        let growth = |newfd, oldfd_open| {
+            let mut counters = Counters::default();
+            let table = DupTable {
+                nofile: 4096,
+                max_fds: 64,
+                nr_open: 1000,
+                oldfd_open,
+                _pad: 0,
+            };
+            dup2(
+                &mut counters,
+                &call([0, newfd, 0], Some(-errno::EBADF)),
+                Some(&table),
+            );
+            [
+                Site::FdPastNrOpen,
+                Site::FdtableRoundedPastNrOpen,
+                Site::FdtableTooLarge,
+            ]
+            .map(|site| counters.get(site))
+        };
+        let (t, n, z) = (Counts::new(1, 0, 0), Counts::new(0, 1, 0), Counts::ZERO);
+        // 971 rounds to 1024, past 1000: cut to 960, below 971.
+        assert_eq!(growth(970, 1), [n, t, z]);
+        // The table grows before oldfd is looked up: a closed oldfd grows it as well.
+        assert_eq!(growth(970, 0), [n, t, z]);
+        assert_eq!(growth(1000, 1), [t, z, z]);
+        assert_eq!(growth(100, 0), [n, n, n]);
+        assert_eq!(growth(10, 1), [z, z, z]);
     }
 }

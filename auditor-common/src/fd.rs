@@ -252,6 +252,36 @@ pub fn grown_max_fds(fd: u32, nr_open: u32) -> Option<u32> {
     grow(&mut Uncounted, fd, nr_open)
 }
 
+/// What `expand_files(files, fd)` did to a table of `max_fds` fds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expansion {
+    /// `fd` is inside the table: nothing is tested.
+    Fits,
+    /// The table grew to this many fds (unless its allocation failed: -ENOMEM, which
+    /// only the return value tells).
+    Grew(u32),
+    /// -EMFILE: past fs.nr_open, or rounded down to it below `fd`, or too large.
+    Refused,
+}
+
+/// `expand_files(files, fd)` as every caller reaches it (the allocator's search, dup2's
+/// newfd): the growth's tests counted once, here.
+#[cfg_attr(target_arch = "bpf", inline(always))]
+pub fn expand_files<R: Recorder>(
+    recorder: &mut R,
+    fd: u32,
+    max_fds: u32,
+    nr_open: u32,
+) -> Expansion {
+    if fd < max_fds {
+        return Expansion::Fits;
+    }
+    match grow(recorder, fd, nr_open) {
+        Some(grown) => Expansion::Grew(grown),
+        None => Expansion::Refused,
+    }
+}
+
 /// The fd table as an `alloc_fd` call finds it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

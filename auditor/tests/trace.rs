@@ -210,7 +210,8 @@ fn fchmodat_flags_both_ways() {
 /// fd.past_nr_open and fd.rounded_past_nr_open both ways, with fs.nr_open lowered to 1000
 /// (no power of two) for the test: a table filled at 512 grows to 960, not 1024; one
 /// filled at 970 cannot grow (cut to 960, too small: EMFILE); an fd of 1005 is past
-/// fs.nr_open (EMFILE); and dup3.expand_failed taken: a dup2 onto 1005 (EBADF).
+/// fs.nr_open (EMFILE); and dup3.expand_failed taken, with the same growth's tests: a dup2
+/// onto 970 (cut to 960) and onto 1005 (EBADF).
 /// RLIMIT_NOFILE is raised to 2048 so that the limit is not what refuses them.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
@@ -219,7 +220,8 @@ fn growth_past_fs_nr_open_both_ways() {
     common::raise_nofile(2048);
     let _lowered = common::NrOpenLowered::to(1000);
     assert_attached_exact(
-        "wait dupfd:1:512 dupfd-emfile:1:970 dupfd-emfile:1:1005 dup2-emfile:2:1005",
+        "wait dupfd:1:512 dupfd-emfile:1:970 dupfd-emfile:1:1005 dup2-emfile:3:970 \
+         dup2-emfile:2:1005",
     );
 }
 

@@ -41,11 +41,6 @@ impl Table {
         }
     }
 
-    /// fs.nr_open, as the oracle was told.
-    pub(super) fn nr_open(&self) -> u32 {
-        self.nr_open
-    }
-
     fn is_open(&self, fd: u32) -> bool {
         self.open.get(fd as usize).copied().unwrap_or(false)
     }
@@ -90,31 +85,9 @@ impl Table {
             let full = fd >= self.max_fds;
             expected.all(Site::FdTableFull, 1, full);
             if full {
-                // expand_files: refused at or past fs.nr_open.
-                let past = fd >= self.nr_open;
-                expected.all(Site::FdPastNrOpen, 1, past);
-                if past {
+                if !self.expand(expected, fd) {
                     return None;
                 }
-                // alloc_fdtable: 64 -> 128 -> 256 ..., the smallest power of two above fd,
-                // cut to fs.nr_open rounded down to 64 when past it (and refused if that
-                // is too small); a 2 GiB fd array is refused.
-                let mut size = (fd + 1).next_power_of_two();
-                let rounded_past = size > self.nr_open;
-                expected.all(Site::FdtableRoundedPastNrOpen, 1, rounded_past);
-                if rounded_past {
-                    size = self.nr_open - self.nr_open % 64;
-                    if size <= fd {
-                        return None;
-                    }
-                }
-                let too_large = u64::from(size) * 8 > u64::from(i32::MAX as u32);
-                expected.all(Site::FdtableTooLarge, 1, too_large);
-                if too_large {
-                    return None;
-                }
-                self.max_fds = size;
-                self.open.resize(self.max_fds as usize, false);
                 continue;
             }
             if start <= self.next_fd {
@@ -123,6 +96,40 @@ impl Table {
             self.open[fd as usize] = true;
             return Some(fd);
         }
+    }
+
+    /// `expand_files` for `fd`, hand-worked, when `fd` is past the table: refused at or
+    /// past fs.nr_open; else `alloc_fdtable` takes the smallest power of two above fd,
+    /// cut to fs.nr_open rounded down to 64 when past it (and refuses if that is too
+    /// small), and refuses a 2 GiB fd array. Whether the table grew.
+    pub(super) fn expand(&mut self, expected: &mut Expected, fd: u32) -> bool {
+        let past = fd >= self.nr_open;
+        expected.all(Site::FdPastNrOpen, 1, past);
+        if past {
+            return false;
+        }
+        let mut size = (fd + 1).next_power_of_two();
+        let rounded_past = size > self.nr_open;
+        expected.all(Site::FdtableRoundedPastNrOpen, 1, rounded_past);
+        if rounded_past {
+            size = self.nr_open - self.nr_open % 64;
+            if size <= fd {
+                return false;
+            }
+        }
+        let too_large = u64::from(size) * 8 > u64::from(i32::MAX as u32);
+        expected.all(Site::FdtableTooLarge, 1, too_large);
+        if too_large {
+            return false;
+        }
+        self.max_fds = size;
+        self.open.resize(self.max_fds as usize, false);
+        true
+    }
+
+    /// The table's size.
+    pub(super) fn max_fds(&self) -> u32 {
+        self.max_fds
     }
 
     /// An ordinary allocation (open, socket, dup, ...): from 0, no limit reached.

@@ -43,7 +43,7 @@
 //!   BADFLAGS of them of fd 3 onto itself with a flag dup3 refuses first (EINVAL), the
 //!   others of fd 3 onto fd 4.
 //! - `dup2-closed:CALLS`: dup2 of an fd that is not open onto fd 4 (EBADF).
-//! - `dup2-emfile:CALLS:NEWFD`: dup2 of fd 3 onto NEWFD past fs.nr_open (EBADF).
+//! - `dup2-emfile:CALLS:NEWFD`: dup2 of fd 3 onto NEWFD where the table cannot grow (EBADF).
 //! - `accept-eagain:CALLS`: a listening socket on 127.0.0.1, then accepts with nothing to
 //!   accept (EAGAIN, after the fd was allocated).
 //! - `pipe:CALLS`, `socketpair:CALLS`: pipe2 and socketpair calls, two fds each, kept open.

@@ -27,8 +27,9 @@ pub enum Dup {
     /// `dup2-closed:CALLS`: dup2 of an fd that is not open onto fd 4 (EBADF from
     /// ksys_dup3's lookup).
     Dup2Closed { calls: u32 },
-    /// `dup2-emfile:CALLS:NEWFD`: dup2 of fd 3 onto NEWFD, past fs.nr_open and below
-    /// RLIMIT_NOFILE: the table cannot grow to hold it (EBADF).
+    /// `dup2-emfile:CALLS:NEWFD`: dup2 of fd 3 onto NEWFD, below RLIMIT_NOFILE, where the
+    /// table cannot grow to hold it (EBADF): at or past fs.nr_open, or below it where the
+    /// size rounded up is cut back below NEWFD.
     Dup2PastNrOpen { calls: u32, newfd: u32 },
 }
 
@@ -128,14 +129,18 @@ impl Family for Dup {
             }
             Dup::Dup2PastNrOpen { calls, newfd } => {
                 assert!(
-                    newfd >= table.nr_open(),
-                    "dup2-emfile: NEWFD below fs.nr_open"
+                    newfd >= table.max_fds(),
+                    "dup2-emfile: NEWFD inside the table"
                 );
                 let calls = u64::from(calls);
                 e.calls[Syscall::Dup2] += calls;
                 e.all(Site::Dup2SameFd, calls, false);
                 e.all(Site::Dup3SameFd, calls, false);
-                // oldfd is open; expand_files refuses past fs.nr_open.
+                // The table grows for newfd before oldfd (open) is looked up, and cannot.
+                for _ in 0..calls {
+                    let grew = table.expand(e, newfd);
+                    assert!(!grew, "dup2-emfile: the table can grow to NEWFD");
+                }
                 e.all(Site::Dup3OldfdNotOpen, calls, false);
                 e.all(Site::Dup3ExpandFailed, calls, true);
             }
