@@ -363,9 +363,9 @@ impl Allocator {
         }
     }
 
-    /// What the return value says about the allocation (`refused`: an open its arguments
-    /// refuse before it — an empty name, flags or an openat2 size the checks before the
-    /// path walk refuse).
+    /// What the return value says about the allocation (`refused`: a call its arguments
+    /// refuse before it — an open's empty name, flags or openat2 size the checks before
+    /// the path walk refuse; accept4's flags, [`accept_flags_refused`]).
     pub const fn outcome(self, ret: i64, refused: bool) -> AllocOutcome {
         if ret >= 0 {
             return AllocOutcome::Reached(AllocResult::Fd(ret as u32));
@@ -399,9 +399,9 @@ impl Allocator {
             Allocator::Group if e == errno::EINVAL || e == errno::EPERM => AllocOutcome::NotReached,
             Allocator::Socket if e == errno::ENFILE || e == errno::ENOMEM => AllocOutcome::Maybe,
             Allocator::Socket => AllocOutcome::NotReached,
-            Allocator::Accept if e == errno::EBADF || e == errno::EINVAL => {
-                AllocOutcome::NotReached
-            }
+            // EINVAL is the flags' test (`refused`) or, after the fd, a socket that is
+            // not listening.
+            Allocator::Accept if refused || e == errno::EBADF => AllocOutcome::NotReached,
             Allocator::Accept => AllocOutcome::Reached(AllocResult::Unknown),
             Allocator::Dup | Allocator::DupFd | Allocator::Anon | Allocator::Group => {
                 AllocOutcome::Maybe
@@ -432,8 +432,12 @@ impl PairAllocator {
 
     /// Whether both allocations ran with their fds in user memory (Some(true)), did not
     /// run (Some(false)), or the return value does not tell (None: EMFILE from either,
-    /// EFAULT).
-    pub const fn fds_written(self, ret: i64) -> Option<bool> {
+    /// EFAULT). `refused`: the arguments refuse the call first (socketpair's flags,
+    /// [`socketpair_flags_refused`]).
+    pub const fn fds_written(self, ret: i64, refused: bool) -> Option<bool> {
+        if refused {
+            return Some(false);
+        }
         if ret == 0 {
             return Some(true);
         }
@@ -443,9 +447,26 @@ impl PairAllocator {
         }
         match self {
             PairAllocator::Pipe => Some(false),
-            PairAllocator::SocketPair => Some(e != errno::EINVAL),
+            // Any error past the flags (a type or family refused: EINVAL too) comes once
+            // both fds are written.
+            PairAllocator::SocketPair => Some(true),
         }
     }
+}
+
+/// SOCK_CLOEXEC and SOCK_NONBLOCK (x86_64: O_CLOEXEC and O_NONBLOCK).
+const SOCK_FLAGS: u32 = 0o2_000_000 | 0o4000;
+
+/// `__sys_accept4_file`: `if (flags & ~(SOCK_CLOEXEC | SOCK_NONBLOCK)) return -EINVAL;`,
+/// before the fd is allocated.
+pub const fn accept_flags_refused(flags: u64) -> bool {
+    flags as u32 & !SOCK_FLAGS != 0
+}
+
+/// `__sys_socketpair`: the same test on the flags in `type` past `SOCK_TYPE_MASK`, before
+/// either fd is allocated.
+pub const fn socketpair_flags_refused(socket_type: u64) -> bool {
+    accept_flags_refused(socket_type & !0xf)
 }
 
 /// How an allocation through `FD_PREPARE()` ended.
@@ -821,15 +842,26 @@ mod tests {
         assert_eq!(counts.table_full, Counts::new(1, 2, 0));
         assert_eq!(word_before(3, 5), 0b11000);
         assert_eq!(word_before(62, 70), !((1u64 << 62) - 1));
-        assert_eq!(PairAllocator::Pipe.fds_written(0), Some(true));
-        assert_eq!(PairAllocator::Pipe.fds_written(-errno::EINVAL), Some(false));
-        assert_eq!(PairAllocator::Pipe.fds_written(-errno::EMFILE), None);
+        assert_eq!(PairAllocator::Pipe.fds_written(0, false), Some(true));
         assert_eq!(
-            PairAllocator::SocketPair.fds_written(-errno::EAFNOSUPPORT),
+            PairAllocator::Pipe.fds_written(-errno::EINVAL, false),
+            Some(false)
+        );
+        assert_eq!(PairAllocator::Pipe.fds_written(-errno::EMFILE, false), None);
+        assert_eq!(
+            PairAllocator::SocketPair.fds_written(-errno::EAFNOSUPPORT, false),
             Some(true)
         );
+        // socketpair(AF_UNIX, 12, 0): both fds, then the type refused (EINVAL); a flag
+        // past SOCK_CLOEXEC and SOCK_NONBLOCK refuses it before either.
         assert_eq!(
-            PairAllocator::SocketPair.fds_written(-errno::EINVAL),
+            PairAllocator::SocketPair.fds_written(-errno::EINVAL, socketpair_flags_refused(12)),
+            Some(true)
+        );
+        assert!(!socketpair_flags_refused(1 | 0o2_000_000 | 0o4000));
+        assert!(socketpair_flags_refused(1 | 0x100));
+        assert_eq!(
+            PairAllocator::SocketPair.fds_written(-errno::EINVAL, true),
             Some(false)
         );
     }
@@ -869,6 +901,15 @@ mod tests {
         assert_eq!(
             Allocator::Accept.outcome(e(errno::EBADF), false),
             NotReached
+        );
+        // EINVAL: accept4's flags refused first, or (after the fd) no listening socket.
+        assert_eq!(
+            Allocator::Accept.outcome(e(errno::EINVAL), accept_flags_refused(0x100)),
+            NotReached
+        );
+        assert_eq!(
+            Allocator::Accept.outcome(e(errno::EINVAL), accept_flags_refused(0o4000)),
+            Reached(AllocResult::Unknown)
         );
         for a in [
             Allocator::Open,

@@ -111,6 +111,7 @@ const fn later(a: (u32, u32), b: (u32, u32)) -> bool {
 pub const VALID_RESOLVE_FLAGS: u64 = 0x3f;
 pub const RESOLVE_BENEATH: u64 = 0x08;
 pub const RESOLVE_IN_ROOT: u64 = 0x10;
+pub const RESOLVE_CACHED: u64 = 0x20;
 /// fs/open.c: what O_PATH keeps.
 const O_PATH_FLAGS: u64 = O_DIRECTORY | O_NOFOLLOW | O_PATH | O_CLOEXEC | O_EMPTYPATH;
 /// S_IALLUGO: the permission and set-id bits of a mode.
@@ -158,7 +159,8 @@ pub const fn build_open_how(flags: u64, mode: u64, set: FlagSet) -> OpenHow {
 /// creat(path, mode) is open(path, O_CREAT | O_WRONLY | O_TRUNC, mode).
 pub const CREAT_FLAGS: u64 = O_CREAT | O_WRONLY | O_TRUNC;
 
-/// `build_open_flags()` returns an error (-EINVAL) for `how` on a kernel of flag `set`.
+/// `build_open_flags()` returns an error for `how` on a kernel of flag `set`: -EINVAL, or
+/// -EAGAIN for RESOLVE_CACHED with a create, a truncate or a tmpfile, its last test.
 pub const fn open_flags_refused(how: &OpenHow, set: FlagSet) -> bool {
     let flags = how.flags & !set.stripped();
     let writes = matches!(flags & 0o3, 1..=3);
@@ -171,6 +173,7 @@ pub const fn open_flags_refused(how: &OpenHow, set: FlagSet) -> bool {
         || (flags & O_TMPFILE_BIT != 0 && (flags & O_DIRECTORY == 0 || !writes))
         || flags & (O_DIRECTORY | OPENAT2_REGULAR) == O_DIRECTORY | OPENAT2_REGULAR
         || (flags & O_PATH != 0 && flags & !set.path() != 0)
+        || (how.resolve & RESOLVE_CACHED != 0 && flags & (O_TRUNC | O_CREAT | O_TMPFILE_BIT) != 0)
 }
 
 /// `do_sys_openat2()`: `if (unlikely(err))` on `build_open_flags()` (None: `how` could not
@@ -294,6 +297,16 @@ mod tests {
         assert!(how(O_PATH | O_WRONLY, 0, 0));
         assert!(how(O_DIRECTORY | OPENAT2_REGULAR, 0, 0));
         assert!(!how(OPENAT2_REGULAR | O_CLOEXEC, 0, 0x04));
+        // RESOLVE_CACHED cannot create, truncate or make a tmpfile (-EAGAIN).
+        assert!(!how(O_DIRECTORY, 0, RESOLVE_CACHED));
+        assert!(how(O_CREAT | O_WRONLY, 0o600, RESOLVE_CACHED));
+        assert!(how(O_TRUNC | O_WRONLY, 0, RESOLVE_CACHED));
+        assert!(how(
+            O_TMPFILE_BIT | O_DIRECTORY | O_RDWR,
+            0o600,
+            RESOLVE_CACHED
+        ));
+        assert!(!how(O_CREAT | O_WRONLY, 0o600, 0));
     }
 
     #[test]

@@ -94,7 +94,7 @@ macro_rules! enter {
 
 /// Notes the two allocations of pipe, pipe2 or socketpair, which write the fds to `fds`.
 macro_rules! enter_pair {
-    ($syscall:ident, $fds:expr) => {{
+    ($syscall:ident, $fds:expr, $refused:expr) => {{
         const ALLOCATOR: PairAllocator = Syscall::$syscall.info().allocates.two();
         let Some(process) = target::current() else {
             return 0;
@@ -106,7 +106,7 @@ macro_rules! enter_pair {
             prepares: FdPrepare::Direct,
             start: 0,
             name: 0,
-            refused: false,
+            refused: $refused,
         };
         enter_with(&pending, ALLOCATOR as u32 + 1, $fds)
     }};
@@ -173,7 +173,7 @@ fn exit(ctx: &TracePointContext) {
     let table = (pending.table_read != 0).then_some(&pending.table);
     if pending.pair != 0 {
         let allocator = PairAllocator::from_u32(pending.pair - 1);
-        match allocator.fds_written(ret) {
+        match allocator.fds_written(ret, pending.refused != 0) {
             Some(false) => {}
             Some(true) => fd::pair(&mut row, table, args::read_user::<[u32; 2]>(pending.fds)),
             // Both ran, or may have; which fds they found is not in user memory.
@@ -280,23 +280,37 @@ pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pipe")]
 pub fn pipe_enter(ctx: TracePointContext) -> u32 {
-    enter_pair!(Pipe, arg!(&ctx, Pipe, "fildes"));
+    enter_pair!(Pipe, arg!(&ctx, Pipe, "fildes"), false);
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pipe2")]
 pub fn pipe2_enter(ctx: TracePointContext) -> u32 {
-    enter_pair!(Pipe2, arg!(&ctx, Pipe2, "fildes"));
+    enter_pair!(Pipe2, arg!(&ctx, Pipe2, "fildes"), false);
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_socketpair")]
 pub fn socketpair_enter(ctx: TracePointContext) -> u32 {
-    enter_pair!(Socketpair, arg!(&ctx, Socketpair, "usockvec"));
+    enter_pair!(
+        Socketpair,
+        arg!(&ctx, Socketpair, "usockvec"),
+        fd::socketpair_flags_refused(arg!(&ctx, Socketpair, "type"))
+    );
     0
 }
 
 /// The allocating syscalls whose allocation depends on none of their arguments.
+/// accept4: flags past SOCK_CLOEXEC and SOCK_NONBLOCK refuse it before the fd.
+#[tracepoint(category = "syscalls", name = "sys_enter_accept4")]
+pub fn accept4_enter(ctx: TracePointContext) -> u32 {
+    if let Some(process) = target::current() {
+        let refused = fd::accept_flags_refused(arg!(&ctx, Accept4, "flags"));
+        enter!(Accept4, process, 0, 0, refused);
+    }
+    0
+}
+
 macro_rules! enters {
     ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
         $(
@@ -315,7 +329,6 @@ enters! {
     epoll_create1_enter => "sys_enter_epoll_create1": EpollCreate1,
     socket_enter => "sys_enter_socket": Socket,
     accept_enter => "sys_enter_accept": Accept,
-    accept4_enter => "sys_enter_accept4": Accept4,
     epoll_create_enter => "sys_enter_epoll_create": EpollCreate,
     eventfd_enter => "sys_enter_eventfd": Eventfd,
     timerfd_create_enter => "sys_enter_timerfd_create": TimerfdCreate,

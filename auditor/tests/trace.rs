@@ -181,6 +181,18 @@ fn fd_prepare_sites_both_ways() {
     );
 }
 
+/// Errors on either side of the allocation, as the kernel orders them: accept4 of a TCP
+/// socket that does not listen (the fd first, then EINVAL) and with a flag it refuses
+/// (EINVAL, no fd); socketpair of a type AF_UNIX refuses (both fds, then EINVAL); openat2
+/// with O_CREAT and RESOLVE_CACHED (EAGAIN from build_open_flags, no fd).
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn errors_before_and_after_the_allocation() {
+    assert_attached_exact(
+        "wait accept-einval:3 accept-badflags:2 socketpair-badtype:2 openat2-cached:2 open:1",
+    );
+}
+
 /// openat2.size_too_small, openat2.size_too_big and open.bad_flags, both ways each: opens
 /// build_open_flags takes and refuses (O_CREAT | O_DIRECTORY), openat2 of sizes 24, 12,
 /// 8192 and 32 (whose flags test is undecided: the kernel copies bytes the probe does

@@ -6,6 +6,7 @@ mod build;
 mod fixtures;
 mod fuzz;
 mod kernel_src;
+mod oracle;
 mod run;
 mod setup;
 mod test;
@@ -41,6 +42,9 @@ enum Task {
     Fuzz(fuzz::Options),
     /// Fetch Debian's kernel source of a release (fs/ and include/) into target/kernel-src.
     KernelSrc(kernel_src::Options),
+    /// Build (once) a 7.2 kernel with the likely/unlikely profiler: the oracle of
+    /// `cargo xtask test --oracle`.
+    OracleKernel(oracle::Options),
 }
 
 /// Runs `command`, failing with the command line when it fails.
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Task::Bench(options) => bench::run(&options),
         Task::Fuzz(options) => fuzz::run(&options),
         Task::KernelSrc(options) => kernel_src::run(&options),
+        Task::OracleKernel(options) => oracle::run(&options),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

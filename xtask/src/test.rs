@@ -26,6 +26,14 @@ pub struct Options {
     /// A guest still running after this long is killed and reported.
     #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = humantime::parse_duration)]
     vm_timeout: std::time::Duration,
+    /// Instead of the host's tests: the kernel's own count of every hint (the oracle
+    /// kernel, built once) against the auditor's, on the workload's steps and real
+    /// programs under QEMU; the result goes to docs/oracle.md.
+    #[arg(long, conflicts_with = "kernel")]
+    oracle: bool,
+    /// With --oracle: compare the last guest run's readings again, without a new boot.
+    #[arg(long, requires = "oracle")]
+    reuse_run: bool,
     /// With --kernel: write the matrix into README.md's kernels section.
     #[arg(long, requires = "kernel")]
     readme: bool,
@@ -54,6 +62,12 @@ fn mount_tracefs() -> anyhow::Result<()> {
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
     setup::ensure()?;
+    if options.oracle {
+        if !is_root() {
+            bail!("the oracle's guest runs the auditor as root: run it as root");
+        }
+        return crate::oracle::test(options.vm_timeout, options.reuse_run);
+    }
     if !options.kernel.is_empty() {
         if !is_root() {
             bail!("the kernel matrix runs its guests' tests as root: run it as root");

@@ -1,7 +1,8 @@
 //! A guest under QEMU: one of Debian's kernels, an initramfs of busybox and the modules
 //! that mount the host's root file system read-only over virtio 9p, a script run there
 //! as root in a chroot of it (with its own /tmp, /proc, /sys, /dev and loopback), its
-//! output on a serial port of its own, and a timeout after which it is killed.
+//! output on a serial port of its own, files it writes to /tmp/out kept in `WORK/out` on
+//! the host, and a timeout after which it is killed.
 
 use std::{
     path::{Path, PathBuf},
@@ -32,6 +33,8 @@ if mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288,cache=loose host
   mkdir -p /host/dev/pts /host/dev/shm
   mount -t devpts devpts /host/dev/pts
   mount -t tmpfs tmpfs /host/dev/shm
+  mkdir -p /host/tmp/out
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 out /host/tmp/out || echo "no out share"
   cp /script.sh /host/tmp/auditor-vm-script.sh
   ip link set lo up
   chroot /host /bin/sh /tmp/auditor-vm-script.sh > /dev/ttyS1 2>&1
@@ -130,6 +133,9 @@ pub fn boot(
     let console = work.join("console.log");
     let output = work.join("output.log");
     let _ = std::fs::remove_file(&output);
+    let out = work.join("out");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out)?;
     let start = Instant::now();
     let mut child = Command::new("qemu-system-x86_64")
         .args([
@@ -156,6 +162,11 @@ pub fn boot(
             "-virtfs",
             "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
         ])
+        .arg("-virtfs")
+        .arg(format!(
+            "local,path={},mount_tag=out,security_model=none,multidevs=remap",
+            out.display()
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -5,8 +5,8 @@
 //! auditor refuses it in one line), and prints a matrix: kernel × test binary, with the
 //! time each took and, for a failure, where the guest's output is kept.
 
-mod guest;
-mod kernel;
+pub mod guest;
+pub mod kernel;
 
 use std::{
     collections::BTreeMap,

@@ -7,7 +7,7 @@
 use auditor_common::{
     Syscall,
     epoll::{EpollCtlCall, EpollWaitCall},
-    errno,
+    errno, fd,
     open::{self, OpenHow},
     poll::{EntryScan, PollCall, PollFd},
     prelude::{Prelude, SIGSET_SIZE, Timeout},
@@ -369,20 +369,23 @@ pub fn close(record: &Record<&str>) -> Result<(i32, i64), Undecodable> {
 }
 
 /// What a log shows of a call that allocates one fd: whether it asked for one (signalfd
-/// and signalfd4 only with ufd -1), whether an open's name was "" (refused before the
-/// allocation), and the return value.
+/// and signalfd4 only with ufd -1), whether its arguments refuse it before the allocation
+/// (an open's name "", accept4's flags), and the return value.
 pub struct Allocation {
     pub allocates: bool,
-    pub empty_name: bool,
+    pub refused: bool,
     pub ret: i64,
 }
+
+/// accept4's flags as strace names them (x86_64).
+const SOCK_FLAGS: [(&str, u64); 2] = [("SOCK_CLOEXEC", 0o2_000_000), ("SOCK_NONBLOCK", 0o4000)];
 
 pub fn allocation(record: &Record<&str>, syscall: Syscall) -> Result<Allocation, Undecodable> {
     let ret = kernel_return(record).ok_or(Undecodable::NoReturn(
         "how an allocation ended is only in the return value",
     ))?;
     let [first, second] = first_args(record.args);
-    let (empty_name, allocates) = match syscall {
+    let (refused, allocates) = match syscall {
         Syscall::Open | Syscall::Creat => (first == Some("\"\""), true),
         Syscall::Openat | Syscall::Openat2 => (second == Some("\"\""), true),
         Syscall::Signalfd | Syscall::Signalfd4 => {
@@ -393,11 +396,16 @@ pub fn allocation(record: &Record<&str>, syscall: Syscall) -> Result<Allocation,
             })?;
             (false, ufd == -1)
         }
+        Syscall::Accept4 => {
+            let [_, _, _, flags] = first_args(record.args);
+            let flags = named_flags(flags, "flags", &SOCK_FLAGS)?;
+            (fd::accept_flags_refused(flags), true)
+        }
         _ => (false, true),
     };
     Ok(Allocation {
         allocates,
-        empty_name,
+        refused,
         ret,
     })
 }

@@ -35,6 +35,9 @@ pub enum Alloc {
     /// their __FMODE_NONOTIFY). The step checks the running kernel answers as its release
     /// says, and keeps the fds it opens.
     Openat2EmptyPath { calls: u32 },
+    /// `openat2-cached:CALLS`: openat2 of /dev/null with O_CREAT and RESOLVE_CACHED, which
+    /// build_open_flags refuses (EAGAIN) before any fd is allocated.
+    Openat2Cached { calls: u32 },
     /// `dup:CALLS`: dup of fd 3, kept open.
     Dup { calls: u32 },
     /// `dupfd:CALLS:START`: fcntl(3, F_DUPFD, START), kept open.
@@ -45,10 +48,18 @@ pub enum Alloc {
     /// `accept-eagain:CALLS`: a non-blocking listening socket on 127.0.0.1, then accepts
     /// with no connection pending (EAGAIN: the fd is allocated, then released).
     AcceptNone { calls: u32 },
+    /// `accept-einval:CALLS`: a TCP socket that does not listen, then accepts of it
+    /// (EINVAL: the fd is allocated, then released).
+    AcceptNotListening { calls: u32 },
+    /// `accept-badflags:CALLS`: accept4 with a flag it refuses (EINVAL before the fd).
+    AcceptBadFlags { calls: u32 },
     /// `pipe:CALLS`: pipe2 calls (two fds each), kept open.
     Pipe { calls: u32 },
     /// `socketpair:CALLS`: socketpair calls (two fds each), kept open.
     SocketPair { calls: u32 },
+    /// `socketpair-badtype:CALLS`: socketpair(AF_UNIX, 12, 0): both fds are allocated,
+    /// then the type is refused (EINVAL) and both released.
+    SocketPairBadType { calls: u32 },
     /// `SYSCALL:CALLS` for one of [`ANON`]: calls that each allocate an fd of their own
     /// kind (an eventfd, an epoll fd, a timerfd, a signalfd for ufd -1, a memfd, a pidfd
     /// of the workload, an inotify or fanotify fd, a userfaultfd), kept open.
@@ -104,6 +115,10 @@ impl Family for Alloc {
             "open-badflags" => |calls| Alloc::OpenBadFlags { calls },
             "openat2-badmode" => |calls| Alloc::Openat2BadMode { calls },
             "openat2-emptypath" => |calls| Alloc::Openat2EmptyPath { calls },
+            "openat2-cached" => |calls| Alloc::Openat2Cached { calls },
+            "accept-einval" => |calls| Alloc::AcceptNotListening { calls },
+            "accept-badflags" => |calls| Alloc::AcceptBadFlags { calls },
+            "socketpair-badtype" => |calls| Alloc::SocketPairBadType { calls },
             "dup" => |calls| Alloc::Dup { calls },
             "accept-eagain" => |calls| Alloc::AcceptNone { calls },
             "pipe" => |calls| Alloc::Pipe { calls },
@@ -162,8 +177,16 @@ impl Family for Alloc {
             }
             Alloc::Openat2EmptyPath { calls } => {
                 let errno = kernel_refuses_bit_26().then_some(libc::EINVAL);
-                repeat(calls, errno, || openat2_flags(24, O_EMPTYPATH, 0))
+                repeat(calls, errno, || openat2_flags(24, O_EMPTYPATH, 0, 0))
             }
+            Alloc::Openat2Cached { calls } => repeat(calls, Some(libc::EAGAIN), || {
+                openat2_flags(
+                    24,
+                    (libc::O_CREAT | libc::O_WRONLY) as u64,
+                    0o600,
+                    RESOLVE_CACHED,
+                )
+            }),
             Alloc::Dup { calls } => repeat(calls, None, || {
                 // SAFETY: fd 3 is the workload's; the new fds stay open.
                 unsafe { libc::syscall(libc::SYS_dup, 3) }
@@ -176,6 +199,22 @@ impl Family for Alloc {
                 })
             }
             Alloc::AcceptNone { calls } => accept_none(calls),
+            Alloc::AcceptNotListening { calls } | Alloc::AcceptBadFlags { calls } => {
+                let flags = match self {
+                    Alloc::AcceptBadFlags { .. } => 0x1,
+                    _ => libc::SOCK_CLOEXEC,
+                };
+                // SAFETY: plain socket calls on a socket of this step's own.
+                unsafe {
+                    let socket =
+                        libc::syscall(libc::SYS_socket, libc::AF_INET, libc::SOCK_STREAM, 0);
+                    ensure!(socket >= 0, "socket failed");
+                    let null = std::ptr::null_mut::<libc::c_void>();
+                    repeat(calls, Some(libc::EINVAL), || {
+                        libc::syscall(libc::SYS_accept4, socket, null, null, flags)
+                    })
+                }
+            }
             Alloc::Anon { syscall, calls } => repeat(calls, None, || anon_fd(syscall)),
             Alloc::PidfdGetfd { calls } => {
                 let pidfd = anon_fd(Syscall::PidfdOpen);
@@ -189,6 +228,13 @@ impl Family for Alloc {
                 let mut fds = [0i32; 2];
                 // SAFETY: room for the two fds; they stay open.
                 unsafe { libc::syscall(libc::SYS_pipe2, fds.as_mut_ptr(), 0) }
+            }),
+            Alloc::SocketPairBadType { calls } => repeat(calls, Some(libc::EINVAL), || {
+                let mut fds = [0i32; 2];
+                // SAFETY: room for the two fds; the call releases them.
+                unsafe {
+                    libc::syscall(libc::SYS_socketpair, libc::AF_UNIX, 12, 0, fds.as_mut_ptr())
+                }
             }),
             Alloc::SocketPair { calls } => repeat(calls, None, || {
                 let mut fds = [0i32; 2];
@@ -267,6 +313,13 @@ impl Family for Alloc {
                     }
                 }
             }
+            Alloc::Openat2Cached { calls } => {
+                e.calls[Syscall::Openat2] += u64::from(calls);
+                let calls = u64::from(calls);
+                e.all(Site::Openat2SizeTooSmall, calls, false);
+                e.all(Site::Openat2SizeTooBig, calls, false);
+                e.all(Site::OpenBadFlags, calls, true);
+            }
             Alloc::OpenMissing { calls } => {
                 e.calls[Syscall::Openat] += u64::from(calls);
                 opens_checked(e, calls);
@@ -305,6 +358,27 @@ impl Family for Alloc {
                 table.allocate_lowest(e);
                 // Each accept allocates the fd, finds no connection and releases it.
                 allocated_and_released(e, table, calls, Syscall::Accept4, Prepared::FileFailed);
+            }
+            Alloc::AcceptNotListening { calls } => {
+                e.calls[Syscall::Socket] += 1;
+                e.calls[Syscall::Accept4] += u64::from(calls);
+                table.allocate_lowest(e);
+                // The fd comes first; the socket is found not listening after it.
+                allocated_and_released(e, table, calls, Syscall::Accept4, Prepared::FileFailed);
+            }
+            Alloc::AcceptBadFlags { calls } => {
+                e.calls[Syscall::Socket] += 1;
+                e.calls[Syscall::Accept4] += u64::from(calls);
+                table.allocate_lowest(e);
+            }
+            Alloc::SocketPairBadType { calls } => {
+                e.calls[Syscall::Socketpair] += u64::from(calls);
+                for _ in 0..calls {
+                    let first = table.allocate_lowest(e);
+                    let second = table.allocate_lowest(e);
+                    table.close(first);
+                    table.close(second);
+                }
             }
             Alloc::Anon { syscall, calls } => {
                 e.calls[syscall] += u64::from(calls);
@@ -384,11 +458,14 @@ fn kernel_refuses_bit_26() -> bool {
 /// One openat2 of /dev/null, `size` bytes of `struct open_how` (zeros past the first 24)
 /// asking for O_RDONLY with `mode`.
 fn openat2(size: u32, mode: u64) -> libc::c_long {
-    openat2_flags(size, 0, mode)
+    openat2_flags(size, 0, mode, 0)
 }
 
-/// As [`openat2`], with `flags`.
-fn openat2_flags(size: u32, flags: u64, mode: u64) -> libc::c_long {
+/// RESOLVE_CACHED (include/uapi/linux/openat2.h).
+const RESOLVE_CACHED: u64 = 0x20;
+
+/// As [`openat2`], with `flags` and `resolve`.
+fn openat2_flags(size: u32, flags: u64, mode: u64, resolve: u64) -> libc::c_long {
     #[repr(C)]
     struct OpenHow {
         flags: u64,
@@ -399,7 +476,7 @@ fn openat2_flags(size: u32, flags: u64, mode: u64) -> libc::c_long {
     let how = OpenHow {
         flags,
         mode,
-        resolve: 0,
+        resolve,
         rest: [0; 8192 - 24],
     };
     // SAFETY: the struct holds 8192 bytes, more than any size the kernel reads (it
@@ -491,6 +568,10 @@ impl fmt::Display for Alloc {
             Alloc::Openat2 { calls, size } => write!(f, "openat2:{calls}:{size}"),
             Alloc::Openat2BadMode { calls } => write!(f, "openat2-badmode:{calls}"),
             Alloc::Openat2EmptyPath { calls } => write!(f, "openat2-emptypath:{calls}"),
+            Alloc::Openat2Cached { calls } => write!(f, "openat2-cached:{calls}"),
+            Alloc::AcceptNotListening { calls } => write!(f, "accept-einval:{calls}"),
+            Alloc::AcceptBadFlags { calls } => write!(f, "accept-badflags:{calls}"),
+            Alloc::SocketPairBadType { calls } => write!(f, "socketpair-badtype:{calls}"),
             Alloc::Dup { calls } => write!(f, "dup:{calls}"),
             Alloc::DupFd { calls, start } => write!(f, "dupfd:{calls}:{start}"),
             Alloc::DupFdOverLimit { calls, start } => write!(f, "dupfd-emfile:{calls}:{start}"),

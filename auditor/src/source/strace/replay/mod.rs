@@ -169,7 +169,7 @@ impl Replay {
                 };
                 let allocated = decode::allocation(record, syscall).map(|call| {
                     if call.allocates {
-                        let refused = call.empty_name || refused.as_ref().is_ok_and(|r| *r);
+                        let refused = call.refused || refused.as_ref().is_ok_and(|r| *r);
                         let outcome = syscall.info().allocates.one().outcome(call.ret, refused);
                         fd::fd_prepare(recorder, syscall.info().prepares, outcome, call.ret);
                     }
