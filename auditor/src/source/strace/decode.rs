@@ -518,6 +518,8 @@ fn named_flags(
     table: &[(&str, u64)],
 ) -> Result<u64, Undecodable> {
     let text = arg(text, what)?;
+    // Bits strace has no name for come with a comment: `0x1 /* SOCK_??? */`.
+    let text = text.split_once(" /*").map_or(text, |(bits, _)| bits);
     text.split('|').try_fold(0, |flags, flag| {
         let named = table.iter().find(|(name, _)| *name == flag);
         let bits = match named {
