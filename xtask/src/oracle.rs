@@ -366,7 +366,7 @@ fn difference(
 /// The hinted sites whose `likely()`/`unlikely()` the kernel also evaluates on paths the
 /// site does not count, and which: there the kernel's count holds the auditor's, arm by
 /// arm, and is compared so (`kernel >= auditor`). Each is a finding of this comparison.
-const REACHED_BEYOND: [(&str, &str); 9] = [
+const REACHED_BEYOND: [(&str, &str); 10] = [
     (
         "poll.fd_negative",
         "do_poll() tests every entry on each pass: a call that sleeps makes two or more, \
@@ -404,6 +404,11 @@ const REACHED_BEYOND: [(&str, &str); 9] = [
         "close.not_path_only",
         "filp_close(): close_range(), exec's close-on-exec and the table's closing at exit \
          as well as close()",
+    ),
+    (
+        "fd.fdtable_too_large",
+        "alloc_fdtable(): also fork's copy of a table grown past 64 fds, as \
+         fd.rounded_past_nr_open",
     ),
     (
         "fd.rounded_past_nr_open",
@@ -830,23 +835,44 @@ fn render(
         &mut doc,
         "Sites whose hint has no row of its own",
         "The hint is in an inline helper (one row per file it is compiled into, shared by \
-         every caller) or in a macro (counted where it is expanded): listed, not compared.",
+         every caller: the cells compare the sum of its rows, exact where only the site's \
+         syscalls reach the helper) or in a macro (counted where it is expanded, in the \
+         caller's file and line: the cells show the auditor's count alone). Listed, not \
+         failed on.",
         true,
     );
-    for site in hinted.iter().filter(|site| site.rows != 1) {
-        let why = if site.rows == 0 {
-            "no row at this line: a macro's hint, counted where the macro is expanded".to_string()
-        } else {
-            let mut functions: Vec<&str> =
-                site.entries.iter().map(|e| e.function.as_str()).collect();
-            functions.dedup();
-            format!(
-                "{} rows at this line ({}), one per file the helper is compiled into",
-                site.rows,
-                functions.join(", ")
-            )
-        };
+    for site in hinted.iter().filter(|site| site.rows > 1) {
+        let mut functions: Vec<&str> = site.entries.iter().map(|e| e.function.as_str()).collect();
+        functions.dedup();
+        let why = format!(
+            "{} rows at this line ({}), one per file the helper is compiled into",
+            site.rows,
+            functions.join(", ")
+        );
         row(&mut doc, site, Some(why));
+    }
+    for site in hinted.iter().filter(|site| site.rows == 0) {
+        let cells: Vec<String> = readings[1..]
+            .iter()
+            .map(|reading| {
+                let count = |r: &Reading| r.auditor.get(&site.id).copied().unwrap_or_default();
+                let (run, base) = (count(reading), count(&readings[0]));
+                format!(
+                    "auditor {} / {}",
+                    net(run[0], base[0]),
+                    net(run[1], base[1])
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            doc,
+            "| {} | {} | {} | {} | no row at this line: a macro's hint, counted where the \
+             macro is expanded |",
+            site.id,
+            site.hint,
+            site.place,
+            cells.join(" | ")
+        );
     }
     doc
 }
