@@ -229,11 +229,11 @@ fn refusal_script() -> String {
     let auditor = workspace_root().join("target/debug/auditor");
     format!(
         "mount -t tracefs tracefs /sys/kernel/tracing\n\
-         '{}' trace --workload default > /tmp/out 2> /tmp/err; status=$?\n\
-         lines=$(wc -l < /tmp/err)\n\
-         echo \"== refusal status $status, $lines line(s) on stderr\"; cat /tmp/err\n\
-         if [ $status = 1 ] && [ $lines = 1 ] && grep -q 'lacks the BPF helper' /tmp/err && \
-         grep -q 'auditor strace' /tmp/err; then echo 'test refused_in_one_line ... ok'; \
+         '{}' trace --workload default > /tmp/refusal.out 2> /tmp/refusal.err; status=$?\n\
+         lines=$(wc -l < /tmp/refusal.err)\n\
+         echo \"== refusal status $status, $lines line(s) on stderr\"; cat /tmp/refusal.err\n\
+         if [ $status = 1 ] && [ $lines = 1 ] && grep -q 'lacks the BPF helper' /tmp/refusal.err && \
+         grep -q 'auditor strace' /tmp/refusal.err; then echo 'test refused_in_one_line ... ok'; \
          else echo 'test refused_in_one_line ... FAILED'; fi\n",
         auditor.display()
     )
