@@ -16,6 +16,7 @@ pub fn epoll_wait_enter(ctx: TracePointContext) -> u32 {
         let timeout = Timeout::from_millis(arg!(&ctx, EpollWait, "timeout") as i32);
         enter(&Pending::new(
             process,
+            Syscall::EpollWait,
             arg!(&ctx, EpollWait, "events"),
             arg!(&ctx, EpollWait, "maxevents") as u32,
             timeout.prelude(),
@@ -41,6 +42,7 @@ pub fn epoll_pwait_enter(ctx: TracePointContext) -> u32 {
         );
         enter(&Pending::new(
             process,
+            Syscall::EpollPwait,
             arg!(&ctx, EpollPwait, "events"),
             arg!(&ctx, EpollPwait, "maxevents") as u32,
             timeout.prelude().and(sigmask),
@@ -66,6 +68,7 @@ pub fn epoll_pwait2_enter(ctx: TracePointContext) -> u32 {
         );
         enter(&Pending::new(
             process,
+            Syscall::EpollPwait2,
             arg!(&ctx, EpollPwait2, "events"),
             arg!(&ctx, EpollPwait2, "maxevents") as u32,
             timeout.prelude().and(sigmask),
@@ -120,7 +123,14 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
 pub fn epoll_ctl_enter(ctx: TracePointContext) -> u32 {
     if let Some(process) = target::current() {
         let op = arg!(&ctx, EpollCtl, "op") as i32;
-        let pending = Pending::new(process, op as u64, 0, Prelude::Passes, Timeout::Infinite);
+        let pending = Pending::new(
+            process,
+            Syscall::EpollCtl,
+            op as u64,
+            0,
+            Prelude::Passes,
+            Timeout::Infinite,
+        );
         if !stash(&pending)
             && let Some(mut row) = Row::of(&process)
         {

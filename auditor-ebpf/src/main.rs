@@ -24,13 +24,17 @@ mod target;
 mod task;
 
 use auditor_common::{
-    ProcessKey, maps,
+    ProcessKey, Syscall, failure, maps,
     prelude::{Prelude, Timeout},
     select::SetScan,
+    shared,
     syscalls::{SysEnter, SysExit},
 };
 use aya_ebpf::{
-    EbpfContext as _, bindings::BPF_F_NO_PREALLOC, macros::map, maps::HashMap,
+    EbpfContext as _,
+    bindings::BPF_F_NO_PREALLOC,
+    macros::map,
+    maps::{HashMap, ProgramArray},
     programs::TracePointContext,
 };
 
@@ -40,6 +44,8 @@ use aya_ebpf::{
 pub struct Pending {
     /// The process the call is counted for.
     pub process: ProcessKey,
+    /// The call's `Syscall` as u32 (for a shared program's count of calls).
+    pub syscall: u32,
     /// 1 from entry to exit: a thread's entry stays in the map between its calls.
     pub live: u32,
     /// select: `n`; poll: the pollfd array; epoll: the events buffer.
@@ -58,6 +64,7 @@ pub struct Pending {
 impl Pending {
     pub const fn new(
         process: ProcessKey,
+        syscall: Syscall,
         arg: u64,
         count: u32,
         prelude: Prelude,
@@ -65,6 +72,7 @@ impl Pending {
     ) -> Pending {
         Pending {
             process,
+            syscall: syscall as u32,
             live: 1,
             arg,
             count,
@@ -150,6 +158,22 @@ fn enter_record<const N: usize>(ctx: &TracePointContext) -> &SysEnter<N> {
     // with the arguments the syscall table gives NAME (checked against the format files
     // by the user side's tests); `arg!` picks N from the same table.
     unsafe { &*ctx.as_ptr().cast::<SysEnter<N>>() }
+}
+
+/// The shared programs (`auditor_common::shared`), by index: the loader fills it before it
+/// attaches any program.
+#[map]
+static SHARED: ProgramArray = ProgramArray::with_max_entries(shared::COUNT as u32, 0);
+
+/// Runs shared program `index` on this program's record in place of the rest of this
+/// program. A hand-over that returns (it cannot, once the loader filled `SHARED`) is
+/// counted, never silent.
+#[inline(always)]
+fn run_shared(ctx: &TracePointContext, index: u32) {
+    // SAFETY: each shared program is a tracepoint program on records of the layout of the
+    // programs that hand over to it (every `sys_exit_*` record, for `ALLOC_EXIT`).
+    unsafe { SHARED.tail_call(ctx, index) };
+    tally::failed(failure::TAIL_CALL);
 }
 
 /// The return value in the record of a program on `syscalls:sys_exit_*`.

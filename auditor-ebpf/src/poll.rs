@@ -8,6 +8,7 @@ use auditor_common::{
     Syscall, UNFOLLOWED_RETURN,
     poll::{self, EntryScan, POLLFD_SIZE, PollCall, PollFd},
     prelude::{Prelude, Timeout},
+    shared,
 };
 use aya_ebpf::{
     cty::c_void,
@@ -29,6 +30,7 @@ pub fn poll_enter(ctx: TracePointContext) -> u32 {
         let timeout = Timeout::from_millis(arg!(&ctx, Poll, "timeout_msecs") as i32);
         let pending = Pending::new(
             process,
+            Syscall::Poll,
             arg!(&ctx, Poll, "ufds"),
             poll::nfds_from_arg(arg!(&ctx, Poll, "nfds")),
             Prelude::Passes,
@@ -41,7 +43,7 @@ pub fn poll_enter(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_exit_poll")]
 pub fn poll_exit(ctx: TracePointContext) -> u32 {
-    exit(&ctx, Syscall::Poll);
+    crate::run_shared(&ctx, shared::POLL_EXIT);
     0
 }
 
@@ -55,6 +57,7 @@ pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
         );
         let pending = Pending::new(
             process,
+            Syscall::Ppoll,
             arg!(&ctx, Ppoll, "ufds"),
             poll::nfds_from_arg(arg!(&ctx, Ppoll, "nfds")),
             timeout.prelude().and(sigmask),
@@ -67,7 +70,15 @@ pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_exit_ppoll")]
 pub fn ppoll_exit(ctx: TracePointContext) -> u32 {
-    exit(&ctx, Syscall::Ppoll);
+    crate::run_shared(&ctx, shared::POLL_EXIT);
+    0
+}
+
+/// The exit of poll and ppoll, shared: the walk over the array is the costliest body of
+/// the probe to verify, once for both.
+#[tracepoint]
+pub fn polls_exit(ctx: TracePointContext) -> u32 {
+    exit(&ctx);
     0
 }
 
@@ -87,7 +98,7 @@ fn enter(pending: &Pending) {
     }
 }
 
-fn exit(ctx: &TracePointContext, syscall: Syscall) {
+fn exit(ctx: &TracePointContext) {
     let Some(pending) = take_pending() else {
         return;
     };
@@ -106,7 +117,9 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
         || walk(pending.arg, pending.count),
         &task::Current,
     );
-    tally::call(syscall);
+    if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
+        tally::call(*syscall);
+    }
 }
 
 /// One walk over a pollfd array, in per-CPU map memory rather than on the stack: the

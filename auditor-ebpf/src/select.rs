@@ -27,6 +27,7 @@ struct Entry {
     timeout: Timeout,
     /// The timeout's check and, for pselect6, the signal mask's.
     prelude: Prelude,
+    syscall: Syscall,
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_select")]
@@ -42,6 +43,7 @@ pub fn select_enter(ctx: TracePointContext) -> u32 {
             ],
             timeout,
             prelude: timeout.prelude(),
+            syscall: Syscall::Select,
         };
         enter(&process, &entry);
     }
@@ -69,6 +71,7 @@ pub fn pselect6_enter(ctx: TracePointContext) -> u32 {
             ],
             timeout,
             prelude: sigmask.and(timeout.prelude()),
+            syscall: Syscall::Pselect6,
         };
         enter(&process, &entry);
     }
@@ -96,7 +99,14 @@ fn enter(process: &ProcessKey, entry: &Entry) {
     let n = select::n_from_arg(entry.n);
     // core_sys_select reads max_fds once, at its start; 0: unreadable.
     let max_fds = task::max_fds().unwrap_or(0);
-    let mut pending = Pending::new(*process, entry.n, max_fds, entry.prelude, entry.timeout);
+    let mut pending = Pending::new(
+        *process,
+        entry.syscall,
+        entry.n,
+        max_fds,
+        entry.prelude,
+        entry.timeout,
+    );
     if n >= 0 && max_fds != 0 {
         let used_n = (n as u32).min(max_fds);
         if let Some(scan) = read_sets(&entry.sets, used_n) {

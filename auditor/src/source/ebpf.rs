@@ -8,12 +8,12 @@ use std::{
 
 use auditor_common::{
     COMM_LEN, Counts, EXE_LEN, ProcessKey, SITE_COUNT, Site, SiteCounts, Syscall, TaskOffsets,
-    Traced, UNATTRIBUTED_ROW, comm_match, failure, globals, maps, row_miss, stacks,
+    Traced, UNATTRIBUTED_ROW, comm_match, failure, globals, maps, row_miss, shared, stacks,
     syscalls::SYSCALLS, traced,
 };
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, ProgramArray, RingBuf},
     programs::{ProgramError, TracePoint, trace_point::TracePointLinkId},
 };
 
@@ -221,19 +221,26 @@ fn missed_notes<'a>(
     skipped.into_iter().chain(unattributed)
 }
 
-/// What the report says of the records the probe could not read, per `failure` kind.
+/// What the report says of what the probe could not do, per `failure` kind.
 fn failure_notes(failures: &[u64; failure::COUNT]) -> impl Iterator<Item = String> + '_ {
+    // Each after "The probe could not", the count in place of `#`.
     const WHAT: [&str; failure::COUNT] = [
-        "sched_process_fork records (children of traced processes it may not have followed)",
-        "sched_process_exec records' old pid (a thread that exec'd may stay in the traced set)",
-        "sched_process_exec records' file name (the program is not named in the rows)",
-        "task_rename records (a process's calls may go under its old name)",
+        "read # sched_process_fork records (children of traced processes it may not have followed)",
+        "read # sched_process_exec records' old pid (a thread that exec'd may stay in the traced set)",
+        "read # sched_process_exec records' file name (the program is not named in the rows)",
+        "read # task_rename records (a process's calls may go under its old name)",
+        "hand # calls' exits to its shared program (their counts are missing)",
     ];
     failures
         .iter()
         .zip(WHAT)
         .filter(|(count, _)| **count > 0)
-        .map(|(count, what)| format!("The probe could not read {count} {what}."))
+        .map(|(count, what)| {
+            format!(
+                "The probe could not {}.",
+                what.replace('#', &count.to_string())
+            )
+        })
 }
 
 /// What the report says of the followed syscalls the running kernel does not have.
@@ -633,7 +640,8 @@ impl Probe {
     /// was running on that CPU (`recursion_misses`): each may have lost a call's counts.
     fn missed_runs(&self) -> Result<u64, Error> {
         let mut total = 0;
-        for (name, _) in &self.links {
+        let names = self.links.iter().map(|(name, _)| *name);
+        for name in names.chain(shared::PROGRAMS) {
             let fd = self
                 .ebpf
                 .program(name)
@@ -796,15 +804,19 @@ fn load_programs(
 ) -> Result<(), Error> {
     let mut queue = Vec::new();
     for (name, program) in ebpf.programs_mut() {
-        let Some(known) = PROGRAMS.iter().find(|known| known.name == name) else {
-            return Err(Error::Probe(format!(
-                "program {name} has no tracepoint to attach to"
-            )));
+        let name = if let Some(shared) = shared::PROGRAMS.iter().find(|shared| **shared == name) {
+            *shared
+        } else {
+            let Some(known) = PROGRAMS.iter().find(|known| known.name == name) else {
+                return Err(Error::Probe(format!(
+                    "program {name} has no tracepoint to attach to"
+                )));
+            };
+            if !present(known) {
+                continue;
+            }
+            known.name.as_str()
         };
-        if !present(known) {
-            continue;
-        }
-        let name = known.name.as_str();
         let program: &mut TracePoint = program
             .try_into()
             .map_err(|e: ProgramError| Error::Probe(format!("program {name}: {e}")))?;
@@ -845,7 +857,35 @@ fn load_programs(
         handles
             .into_iter()
             .try_for_each(|h| h.join().expect("a loading thread does not panic"))
-    })
+    })?;
+    share_programs(ebpf)
+}
+
+/// Puts each loaded shared program in `maps::SHARED` at its index, where the programs
+/// that hand over to it find it.
+fn share_programs(ebpf: &mut Ebpf) -> Result<(), Error> {
+    let mut fds = Vec::new();
+    for name in shared::PROGRAMS {
+        let fd = ebpf
+            .program(name)
+            .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
+            .fd()
+            .map_err(|e| Error::Probe(format!("program {name}: {e}")))?
+            .try_clone()
+            .map_err(|e| Error::Probe(format!("program {name}: {e}")))?;
+        fds.push(fd);
+    }
+    let mut array = ProgramArray::try_from(
+        ebpf.map_mut(maps::SHARED)
+            .ok_or_else(|| map_error(maps::SHARED, "missing"))?,
+    )
+    .map_err(|e| map_error(maps::SHARED, e))?;
+    for (index, fd) in (0..).zip(&fds) {
+        array
+            .set(index, fd, 0)
+            .map_err(|e| map_error(maps::SHARED, e))?;
+    }
+    Ok(())
 }
 
 /// `recursion_misses` of a loaded program, from `BPF_OBJ_GET_INFO_BY_FD` (aya 0.14 does not
@@ -912,19 +952,21 @@ mod tests {
             "built without the probe: run `cargo xtask setup`, then `cargo xtask test`"
         );
         let elf = object::File::parse(PROBE_ELF).unwrap();
-        // Each program is a global function in its section `tracepoint/CATEGORY/EVENT`.
+        // Each program is a global function in its section `tracepoint/CATEGORY/EVENT`; a
+        // shared one, attached to nothing, in `tracepoint`.
         let mut found: Vec<String> = elf
             .symbols()
             .filter(|symbol| symbol.is_global() && symbol.kind() == object::SymbolKind::Text)
             .filter_map(|symbol| {
                 let section = elf.section_by_index(symbol.section_index()?).ok()?;
-                let attach = section.name().ok()?.strip_prefix("tracepoint/")?;
+                let attach = section.name().ok()?.strip_prefix("tracepoint")?;
                 Some(format!("{} {attach}", symbol.name().ok()?))
             })
             .collect();
         let mut derived: Vec<String> = PROGRAMS
             .iter()
-            .map(|p| format!("{} {}/{}", p.name, p.category, p.event))
+            .map(|p| format!("{} /{}/{}", p.name, p.category, p.event))
+            .chain(shared::PROGRAMS.map(|name| format!("{name} ")))
             .collect();
         found.sort();
         derived.sort();
