@@ -410,6 +410,19 @@ impl Allocator {
     }
 }
 
+impl Allocator {
+    /// [`Allocator::outcome`] when whether the arguments refuse the call may be unknown
+    /// (None: an open's name that could not be read): then the error a refusal gives
+    /// (ENOENT, for an empty name) does not tell whether the allocation ran.
+    pub const fn outcome_if_refused(self, ret: i64, refused: Option<bool>) -> AllocOutcome {
+        match refused {
+            Some(refused) => self.outcome(ret, refused),
+            None if ret == -errno::ENOENT => AllocOutcome::Maybe,
+            None => self.outcome(ret, false),
+        }
+    }
+}
+
 /// The syscalls that allocate two fds and write them to user memory, by what fails before.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -879,6 +892,23 @@ mod tests {
             Reached(AllocResult::Unknown)
         );
         assert_eq!(Allocator::Open.outcome(e(errno::ENOENT), true), NotReached);
+        // A name that could not be read: only ENOENT is in doubt (not EACCES, 13).
+        assert_eq!(
+            Allocator::Open.outcome_if_refused(e(errno::ENOENT), None),
+            Maybe
+        );
+        assert_eq!(
+            Allocator::Open.outcome_if_refused(e(13), None),
+            Reached(AllocResult::Unknown)
+        );
+        assert_eq!(
+            Allocator::Open.outcome_if_refused(3, None),
+            Reached(AllocResult::Fd(3))
+        );
+        assert_eq!(
+            Allocator::Open.outcome_if_refused(e(errno::ENOENT), Some(true)),
+            NotReached
+        );
         assert_eq!(Allocator::Open.outcome(e(errno::EINVAL), false), Maybe);
         assert_eq!(
             Allocator::Open.outcome(e(errno::EMFILE), false),

@@ -44,6 +44,9 @@ struct PendingAlloc {
     /// one allocation), and the user address they write the two fds to.
     pair: u32,
     fds: u64,
+    /// An open's name when its first byte could not be read at entry (its page not yet
+    /// mapped), read again at exit, once the kernel has copied it; 0 otherwise.
+    unread_name: u64,
 }
 
 /// Allocations in flight, by thread id, as `crate::PENDING`.
@@ -137,7 +140,17 @@ fn enter_with(call: &Allocation, pair: u32, fds: u64) {
         refused,
     } = *call;
     let table = task::alloc_start(start);
-    let empty_name = name != 0 && args::read_user::<u8>(name) == Some(0);
+    let first_byte = if name != 0 {
+        args::read_user::<u8>(name)
+    } else {
+        None
+    };
+    let empty_name = first_byte == Some(0);
+    let unread_name = if name != 0 && first_byte.is_none() && !refused {
+        name
+    } else {
+        0
+    };
     let pending = PendingAlloc {
         process,
         live: 1,
@@ -149,6 +162,7 @@ fn enter_with(call: &Allocation, pair: u32, fds: u64) {
         syscall: syscall as u32,
         pair,
         fds,
+        unread_name,
     };
     if !stash_in(&PENDING_ALLOC, &pending)
         && let Some(mut row) = Row::of(&process)
@@ -190,7 +204,13 @@ fn exit(ctx: &TracePointContext) {
         }
     } else {
         let allocator = Allocator::from_u32(pending.allocator);
-        let outcome = allocator.outcome(ret, pending.refused != 0);
+        let refused = if pending.unread_name != 0 {
+            // None: still unread (unmapped again by another thread).
+            args::read_user::<u8>(pending.unread_name).map(|byte| byte == 0)
+        } else {
+            Some(pending.refused != 0)
+        };
+        let outcome = allocator.outcome_if_refused(ret, refused);
         fd::allocation(&mut row, table, outcome);
         fd::fd_prepare(
             &mut row,

@@ -25,6 +25,8 @@
 //!   of fd 3, fcntl F_DUPFD from START) whose fds stay open.
 //! - `open-enoent:CALLS`: opens of a missing path (the fd is allocated, then released).
 //! - `open-emfile:CALLS`: opens with RLIMIT_NOFILE lowered to the first free fd (EMFILE).
+//! - `open-unmapped:CALLS`: opens of "" from pages never touched (ENOENT before the fd;
+//!   the name cannot be read before the kernel's copy).
 //! - `dupfd-emfile:CALLS:START`: fcntl F_DUPFD from START that fail with EMFILE (START
 //!   past fs.nr_open, below RLIMIT_NOFILE).
 //! - `open-badflags:CALLS`: opens with O_CREAT | O_DIRECTORY (EINVAL before the fd).

@@ -18,6 +18,9 @@ pub enum Alloc {
     Open { calls: u32 },
     /// `open-enoent:CALLS`: opens of a missing path (ENOENT after the fd was allocated).
     OpenMissing { calls: u32 },
+    /// `open-unmapped:CALLS`: opens of "" from a page no one has touched (ENOENT before any
+    /// fd), a fresh page each: the name cannot be read before the kernel copies it.
+    OpenUnmappedEmpty { calls: u32 },
     /// `open-emfile:CALLS`: opens with RLIMIT_NOFILE lowered to the first free fd
     /// (EMFILE), then restored.
     OpenOverLimit { calls: u32 },
@@ -112,6 +115,7 @@ impl Family for Alloc {
             "open" => |calls| Alloc::Open { calls },
             "open-enoent" => |calls| Alloc::OpenMissing { calls },
             "open-emfile" => |calls| Alloc::OpenOverLimit { calls },
+            "open-unmapped" => |calls| Alloc::OpenUnmappedEmpty { calls },
             "open-badflags" => |calls| Alloc::OpenBadFlags { calls },
             "openat2-badmode" => |calls| Alloc::Openat2BadMode { calls },
             "openat2-emptypath" => |calls| Alloc::Openat2EmptyPath { calls },
@@ -146,6 +150,7 @@ impl Family for Alloc {
                     }
                 })
             }
+            Alloc::OpenUnmappedEmpty { calls } => open_unmapped_empty(calls),
             Alloc::OpenOverLimit { calls } => with_nofile_at_next_free(|| {
                 (0..calls).try_for_each(|_| match std::fs::File::open("/dev/null") {
                     Err(e) if e.raw_os_error() == Some(libc::EMFILE) => Ok(()),
@@ -271,6 +276,11 @@ impl Family for Alloc {
             Alloc::OpenBadFlags { calls } => {
                 e.calls[Syscall::Openat] += u64::from(calls);
                 e.all(Site::OpenBadFlags, u64::from(calls), true);
+            }
+            Alloc::OpenUnmappedEmpty { calls } => {
+                // The flags pass; the empty name is refused (ENOENT) before the fd.
+                e.calls[Syscall::Openat] += u64::from(calls);
+                opens_checked(e, calls);
             }
             Alloc::Openat2 { calls, size } => {
                 e.calls[Syscall::Openat2] += u64::from(calls);
@@ -439,6 +449,44 @@ fn anon_fd(syscall: Syscall) -> libc::c_long {
 }
 
 /// `calls` opens of `File::open` (O_RDONLY | O_CLOEXEC): build_open_flags accepts them.
+/// `calls` opens of an empty name, each from the first byte of a page of its own that is
+/// mapped but was never touched, so not yet in the page tables: a probe cannot read it
+/// before the kernel's copy faults it in (ENOENT).
+fn open_unmapped_empty(calls: u32) -> Result<()> {
+    if calls == 0 {
+        return Ok(());
+    }
+    let page = 4096;
+    let len = calls as usize * page;
+    // SAFETY: a new private anonymous mapping, unmapped below; nothing else uses it.
+    let pages = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    ensure!(
+        pages != libc::MAP_FAILED,
+        "mmap: {}",
+        std::io::Error::last_os_error()
+    );
+    let next = std::cell::Cell::new(0);
+    let opened = repeat(calls, Some(libc::ENOENT), || {
+        let name = pages
+            .cast::<u8>()
+            .wrapping_add(next.replace(next.get() + 1) * page);
+        // SAFETY: a readable page of zeros: the empty name.
+        unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, name, libc::O_RDONLY) }
+    });
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(pages, len) };
+    opened
+}
+
 pub(super) fn opens_checked(e: &mut Expected, calls: u32) {
     e.all(Site::OpenBadFlags, u64::from(calls), false);
 }
@@ -565,6 +613,7 @@ impl fmt::Display for Alloc {
             Alloc::OpenMissing { calls } => write!(f, "open-enoent:{calls}"),
             Alloc::OpenOverLimit { calls } => write!(f, "open-emfile:{calls}"),
             Alloc::OpenBadFlags { calls } => write!(f, "open-badflags:{calls}"),
+            Alloc::OpenUnmappedEmpty { calls } => write!(f, "open-unmapped:{calls}"),
             Alloc::Openat2 { calls, size } => write!(f, "openat2:{calls}:{size}"),
             Alloc::Openat2BadMode { calls } => write!(f, "openat2-badmode:{calls}"),
             Alloc::Openat2EmptyPath { calls } => write!(f, "openat2-emptypath:{calls}"),
