@@ -175,7 +175,7 @@ const STEPS: [(&str, &str); 5] = [
          openat2-badmode:2 openat2-emptypath:2 accept-eagain:4 pipe:2 socketpair:1 dup:3 \
          dupfd:2:100 close:4:1 close-fd:70 memfd_create:2 signalfd4:2 inotify_init1:2 \
          timerfd_create:2 eventfd:2 epoll_create:2 pidfd_open:2 userfaultfd:1 pidfd_getfd:2 \
-         accept-einval:3 accept-badflags:2 socketpair-badtype:2 openat2-cached:2",
+         accept-einval:3 accept-badflags:2 socketpair-badtype:2 openat2-cached:2 open-unmapped:3",
     ),
     (
         "steps-lookups",
