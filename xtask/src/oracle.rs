@@ -37,6 +37,10 @@ use crate::{
 const VERSION: &str = "7.2";
 const SUITE: &str = "sid";
 
+/// What the kernel's build needs of Debian: kconfig's parser (flex, bison), bc for its
+/// constants, libelf for objtool, pahole for BTF, cpio for the in-kernel headers.
+const BUILD_PACKAGES: [&str; 6] = ["flex", "bison", "bc", "libelf-dev", "dwarves", "cpio"];
+
 /// Where the oracle's tree, build and views live.
 fn dir() -> PathBuf {
     workspace_root().join("target/oracle")
@@ -108,6 +112,7 @@ fn missing_options<'a>(fragment: &'a str, config: &str) -> Vec<&'a str> {
 /// Configures (when the fragment changed) and builds the oracle kernel: make is
 /// incremental, so a second run only checks.
 pub fn kernel(jobs: usize) -> anyhow::Result<Kernel> {
+    crate::setup::ensure_packages(&BUILD_PACKAGES, "building the oracle's kernel")?;
     let tree = fetch_tree()?;
     let build = dir().join("build");
     std::fs::create_dir_all(&build)?;
