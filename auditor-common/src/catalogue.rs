@@ -60,6 +60,8 @@ pub enum Unit {
     FdSetWord,
     Allocation,
     FdLookup,
+    /// One `alloc_fdtable()`: a table grown, or copied past the 64 fds it embeds.
+    FdtableAllocation,
 }
 
 impl Unit {
@@ -70,6 +72,7 @@ impl Unit {
             Unit::FdSetWord => "fd_set word",
             Unit::Allocation => "allocation",
             Unit::FdLookup => "fd lookup",
+            Unit::FdtableAllocation => "fdtable allocation",
         }
     }
 }
@@ -502,7 +505,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "> 6.12",
         unit: Unit::Allocation,
-        syscalls: &crate::syscalls::ALLOCATING,
+        syscalls: &crate::syscalls::EXPANDING,
         source: &[written("nr >= sysctl_nr_open")],
         decided: Decided::TaskState,
     }
@@ -510,11 +513,11 @@ catalogue! {
         id: "fd.rounded_past_nr_open",
         function: "alloc_fdtable",
         file: "fs/file.c",
-        condition: "the grown size, a power of two, is past fs.nr_open (cut to it, rounded down to 64)",
+        condition: "the new table's size (a grown or copied one's, rounded up to a power of two) is past fs.nr_open (cut to it, rounded down to 64)",
         hint: Hint::Unlikely,
         hint_since: "<= 6.1",
-        unit: Unit::Allocation,
-        syscalls: &crate::syscalls::ALLOCATING,
+        unit: Unit::FdtableAllocation,
+        syscalls: &crate::syscalls::GROWING,
         source: &[written("nr > sysctl_nr_open")],
         decided: Decided::TaskState,
     }
@@ -522,11 +525,11 @@ catalogue! {
         id: "fd.fdtable_too_large",
         function: "alloc_fdtable",
         file: "fs/file.c",
-        condition: "the grown fd array would pass INT_MAX bytes, 2^28 fds (-> -EMFILE)",
+        condition: "the new fd array (of a grown or copied table) would pass INT_MAX bytes, 2^28 fds (-> -EMFILE)",
         hint: Hint::Unlikely,
         hint_since: "<= 6.1",
-        unit: Unit::Allocation,
-        syscalls: &crate::syscalls::ALLOCATING,
+        unit: Unit::FdtableAllocation,
+        syscalls: &crate::syscalls::GROWING,
         source: &[written("nr > INT_MAX / sizeof(struct file *)")],
         decided: Decided::TaskState,
     }

@@ -226,7 +226,13 @@ fn grow<R: Recorder>(recorder: &mut R, fd: u32, nr_open: u32) -> Option<u32> {
     if past == Evaluation::Taken {
         return None;
     }
-    let wanted = fd + 1;
+    alloc_fdtable(recorder, fd + 1, nr_open)
+}
+
+/// `alloc_fdtable(slots_wanted)`: the size of the new table (a power of two, or fs.nr_open
+/// rounded down to 64 fds when that is past it), or None when it cannot (-EMFILE).
+#[cfg_attr(target_arch = "bpf", inline(always))]
+fn alloc_fdtable<R: Recorder>(recorder: &mut R, wanted: u32, nr_open: u32) -> Option<u32> {
     let mut nr = wanted.next_power_of_two();
     let rounded_past = unlikely!(
         recorder,
@@ -245,6 +251,53 @@ fn grow<R: Recorder>(recorder: &mut R, fd: u32, nr_open: u32) -> Option<u32> {
         Evaluation::from_taken(fd_array_too_large(nr))
     );
     (too_large == Evaluation::NotTaken).then_some(nr)
+}
+
+/// `NR_OPEN_DEFAULT`: the fds of the table embedded in every `files_struct`.
+pub const NR_OPEN_DEFAULT: u32 = BITS_PER_LONG;
+
+/// `sane_fdtable_size()`: the slots a copy of a table needs, from its highest open fd
+/// (None: none is open): that fd's 64-fd word and every word below, at least
+/// [`NR_OPEN_DEFAULT`].
+pub const fn copied_size(last_open: Option<u32>) -> u32 {
+    match last_open {
+        Some(fd) => (fd / BITS_PER_LONG + 1) * BITS_PER_LONG,
+        None => NR_OPEN_DEFAULT,
+    }
+}
+
+/// How a copy of the table (`dup_fd`: fork without CLONE_FILES, `unshare(CLONE_FILES)` of
+/// a shared one) went, as the syscall's return value tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyOutcome {
+    /// The call succeeded: the table was copied.
+    Copied,
+    /// It failed: before the copy or in it, the return value does not say.
+    Maybe,
+}
+
+/// `dup_fd()` of a table whose open fds need `open_files` slots ([`copied_size`]; None:
+/// the table could not be read): past the embedded [`NR_OPEN_DEFAULT`] it allocates a
+/// table of its own, `alloc_fdtable(open_files)`, whose tests the growth shares. A race
+/// with another thread growing the table meanwhile (the copy then tries again) is not
+/// modelled.
+#[cfg_attr(target_arch = "bpf", inline(always))]
+pub fn copy_table<R: Recorder>(
+    recorder: &mut R,
+    open_files: Option<u32>,
+    nr_open: u32,
+    outcome: CopyOutcome,
+) {
+    match (open_files, outcome) {
+        (Some(slots), _) if slots <= NR_OPEN_DEFAULT => {}
+        (Some(slots), CopyOutcome::Copied) => {
+            let _ = alloc_fdtable(recorder, slots, nr_open);
+        }
+        _ => {
+            unlikely!(recorder, FdtableRoundedPastNrOpen, Evaluation::Undecided);
+            unlikely!(recorder, FdtableTooLarge, Evaluation::Undecided);
+        }
+    }
 }
 
 /// The size a table full at `fd` grows to (None: it cannot), as [`grow`] works it out.
@@ -987,6 +1040,41 @@ mod tests {
         assert_eq!(grown(1 << 28, 1 << 30), (None, [n, n, t]));
         assert_eq!(grown(1 << 27, 1 << 30), (None, [n, n, t]));
         assert_eq!(grown((1 << 27) - 1, 1 << 30), (Some(1 << 27), [n, n, n]));
+    }
+
+    #[test]
+    fn a_copy_of_the_table_allocates_one_past_64_fds() {
+        assert_eq!(copied_size(None), 64);
+        assert_eq!(copied_size(Some(2)), 64);
+        assert_eq!(copied_size(Some(63)), 64);
+        assert_eq!(copied_size(Some(64)), 128);
+        assert_eq!(copied_size(Some(200)), 256);
+        let copied = |open_files, nr_open, outcome| {
+            let mut counters = Counters::default();
+            copy_table(&mut counters, open_files, nr_open, outcome);
+            [
+                Site::FdPastNrOpen,
+                Site::FdtableRoundedPastNrOpen,
+                Site::FdtableTooLarge,
+            ]
+            .map(|site| counters.get(site))
+        };
+        let (t, n, u, z) = (
+            Counts::new(1, 0, 0),
+            Counts::new(0, 1, 0),
+            Counts::new(0, 0, 1),
+            Counts::ZERO,
+        );
+        use CopyOutcome::*;
+        // The embedded table holds 64: nothing is allocated, whatever the outcome.
+        assert_eq!(copied(Some(64), 1 << 20, Copied), [z, z, z]);
+        assert_eq!(copied(Some(64), 1 << 20, Maybe), [z, z, z]);
+        // expand_files is not on this path: its test is never evaluated.
+        assert_eq!(copied(Some(192), 1 << 20, Copied), [z, n, n]);
+        // 1024 slots, rounded down to fs.nr_open's 960.
+        assert_eq!(copied(Some(576), 1000, Copied), [z, t, n]);
+        assert_eq!(copied(Some(192), 1 << 20, Maybe), [z, u, u]);
+        assert_eq!(copied(None, 1 << 20, Copied), [z, u, u]);
     }
 
     #[test]

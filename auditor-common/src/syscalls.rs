@@ -29,6 +29,12 @@ pub struct SyscallInfo {
     /// Followed for `--stacks` alone (it changes a process's mappings) and counted at no
     /// site: without `--stacks` its programs are neither loaded nor attached.
     pub stacks_only: bool,
+    /// Grows the table through `expand_files()` without allocating (dup2's and dup3's
+    /// newfd).
+    pub expands_table: bool,
+    /// May copy the caller's table (`dup_fd()`): fork without CLONE_FILES, unshare with
+    /// CLONE_FILES of a shared table.
+    pub copies_table: bool,
 }
 
 impl SyscallInfo {
@@ -43,6 +49,8 @@ impl SyscallInfo {
         prepares: FdPrepare::Direct,
         args: &[],
         stacks_only: false,
+        expands_table: false,
+        copies_table: false,
     };
 }
 
@@ -172,8 +180,8 @@ syscalls! {
     FanotifyInit = "fanotify_init" { enter: true, exit: true, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags", "event_f_flags"] },
     Userfaultfd = "userfaultfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
     PidfdGetfd = "pidfd_getfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["pidfd", "fd", "flags"] },
-    Dup2 = "dup2" { enter: true, exit: true, logged: true, args: &["oldfd", "newfd"] },
-    Dup3 = "dup3" { enter: true, exit: true, logged: true, args: &["oldfd", "newfd", "flags"] },
+    Dup2 = "dup2" { enter: true, exit: true, logged: true, expands_table: true, args: &["oldfd", "newfd"] },
+    Dup3 = "dup3" { enter: true, exit: true, logged: true, expands_table: true, args: &["oldfd", "newfd", "flags"] },
     Chmod = "chmod" { enter: true, logged: true, args: &["filename", "mode"] },
     Fchmodat = "fchmodat" { enter: true, logged: true, args: &["dfd", "filename", "mode"] },
     // Not logged: Debian's strace 6.1 does not know it (it prints `syscall_0x1c4`).
@@ -183,6 +191,13 @@ syscalls! {
     Mmap = "mmap" { enter: true, exit: true, stacks_only: true, args: &["addr", "len", "prot", "flags", "fd", "off"] },
     Mprotect = "mprotect" { enter: true, exit: true, stacks_only: true, args: &["start", "len", "prot"] },
     Munmap = "munmap" { enter: true, exit: true, stacks_only: true, args: &["addr", "len"] },
+    // The table's copy; a log does not show the table (strace traces clone and clone3 for
+    // the threads they make).
+    Fork = "fork" { enter: true, exit: true, copies_table: true, args: &[] },
+    Vfork = "vfork" { enter: true, exit: true, copies_table: true, args: &[] },
+    Clone = "clone" { enter: true, exit: true, copies_table: true, args: &["clone_flags", "newsp", "parent_tidptr", "child_tidptr", "tls"] },
+    Clone3 = "clone3" { enter: true, exit: true, copies_table: true, args: &["uargs", "size"] },
+    Unshare = "unshare" { enter: true, exit: true, copies_table: true, args: &["unshare_flags"] },
 }
 
 /// The syscalls that allocate fds through `alloc_fd` which the auditor does not follow, and
@@ -283,6 +298,10 @@ enum Property {
     /// Allocates through `FD_PREPARE()` (`FD_ADD()` included).
     Prepares,
     Adds,
+    /// Reaches `expand_files()`: allocates, or grows the table for dup2's newfd.
+    Expands,
+    /// Reaches `alloc_fdtable()`: expands the table, or copies it.
+    Grows,
 }
 
 impl Property {
@@ -292,6 +311,8 @@ impl Property {
             Property::Logged => info.logged,
             Property::Prepares => !matches!(info.prepares, FdPrepare::Direct),
             Property::Adds => matches!(info.prepares, FdPrepare::Add),
+            Property::Expands => Property::Allocates.of(info) || info.expands_table,
+            Property::Grows => Property::Expands.of(info) || info.copies_table,
         }
     }
 
@@ -324,6 +345,12 @@ impl Property {
 
 /// The syscalls whose `alloc_fd` calls the probe follows.
 pub const ALLOCATING: [Syscall; Property::Allocates.count()] = Property::Allocates.select();
+
+/// The syscalls that reach `expand_files()`.
+pub const EXPANDING: [Syscall; Property::Expands.count()] = Property::Expands.select();
+
+/// The syscalls that reach `alloc_fdtable()`.
+pub const GROWING: [Syscall; Property::Grows.count()] = Property::Grows.select();
 
 /// The syscalls whose allocation goes through `FD_PREPARE()` in 7.2.
 pub const PREPARING: [Syscall; Property::Prepares.count()] = Property::Prepares.select();

@@ -13,6 +13,7 @@ mod alloc;
 mod args;
 mod chmod;
 mod close;
+mod copy;
 mod dup;
 mod epoll;
 mod fget;
@@ -48,9 +49,10 @@ pub struct Pending {
     pub syscall: u32,
     /// 1 from entry to exit: a thread's entry stays in the map between its calls.
     pub live: u32,
-    /// select: `n`; poll: the pollfd array; epoll: the events buffer.
+    /// select: `n`; poll: the pollfd array; epoll: the events buffer; a copy of the fd
+    /// table: the slots it needs (0: unread).
     pub arg: u64,
-    /// poll: `nfds`; epoll: `maxevents`.
+    /// poll: `nfds`; epoll: `maxevents`; a copy of the table: whether the call copies it.
     pub count: u32,
     /// The entry point's checks, an `auditor_common::prelude::Prelude` as u32.
     pub prelude: u32,

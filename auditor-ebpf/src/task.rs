@@ -154,9 +154,24 @@ pub fn max_fds() -> Option<u32> {
 /// The word at `address`, at a variable index into a bitmap: the verifier checks BTF loads
 /// at constant offsets only, so this one is a probe read.
 #[inline(never)]
-fn read_word(address: u64) -> Option<u64> {
+pub fn read_word(address: u64) -> Option<u64> {
     // SAFETY: bpf_probe_read_kernel checks the address; a fault is an Err.
     unsafe { bpf_probe_read_kernel(address as *const u64) }.ok()
+}
+
+/// The slots a copy of the current table needs (`sane_fdtable_size()`).
+pub fn copied_size() -> Option<u32> {
+    let offsets = offsets()?;
+    let fdt = fdtable(&offsets, files(&offsets)?)?;
+    crate::copy::copied_size(
+        fdt.load(offsets.fdt_open_fds),
+        fdt.load(offsets.fdt_max_fds),
+    )
+}
+
+/// fs.nr_open as the session found it (0 when the task offsets are unknown).
+pub fn nr_open() -> u32 {
+    offsets().map_or(0, |offsets| offsets.nr_open)
 }
 
 /// The fd table as `ksys_dup3` finds it for `oldfd`.

@@ -226,7 +226,8 @@ fn fchmodat_flags_both_ways() {
 /// (no power of two) for the test: a table filled at 512 grows to 960, not 1024; one
 /// filled at 970 cannot grow (cut to 960, too small: EMFILE); an fd of 1005 is past
 /// fs.nr_open (EMFILE); and dup3.expand_failed taken, with the same growth's tests: a dup2
-/// onto 970 (cut to 960) and onto 1005 (EBADF).
+/// onto 970 (cut to 960) and onto 1005 (EBADF); and a fork's copy of the table of 576
+/// fds (1024, cut to 960; a pid target's child is not followed).
 /// RLIMIT_NOFILE is raised to 2048 so that the limit is not what refuses them.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
@@ -236,8 +237,19 @@ fn growth_past_fs_nr_open_both_ways() {
     let _lowered = common::NrOpenLowered::to(1000);
     assert_attached_exact(
         "wait dupfd:1:512 dupfd-emfile:1:970 dupfd-emfile:1:1005 dup2-emfile:3:970 \
-         dup2-emfile:2:1005",
+         dup2-emfile:2:1005 fork",
     );
+}
+
+/// A fork copies the table (`dup_fd`): one whose open fds reach past the 64 it embeds is
+/// allocated as a growth is (fd.rounded_past_nr_open and fd.fdtable_too_large not taken
+/// here, taken past fs.nr_open in `growth_past_fs_nr_open_both_ways`), from a thread too;
+/// the thread's clone3 shares the table and copies nothing.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn a_forked_table_is_copied_as_it_grows() {
+    assert_attached_exact("wait dupfd:1:100 fork");
+    assert_attached_exact("wait dupfd:1:300 thread fork");
 }
 
 /// epoll_ctl.watches_exhausted and epoll_ctl.too_many_paths: adds within the quota,

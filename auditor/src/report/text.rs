@@ -27,6 +27,7 @@ fn units(unit: Unit, count: u64) -> &'static str {
         Unit::FdSetWord => ("word", "words"),
         Unit::Allocation => ("allocation", "allocations"),
         Unit::FdLookup => ("lookup", "lookups"),
+        Unit::FdtableAllocation => ("fdtable allocation", "fdtable allocations"),
     };
     if count == 1 { one } else { many }
 }

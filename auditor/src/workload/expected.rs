@@ -146,12 +146,34 @@ impl Table {
         }
     }
 
-    /// The child's table after fork: the same open fds, the search from 0, its own.
-    fn fork(&self) -> Table {
+    /// The child's table after fork (`dup_fd`), hand-worked, with the copy's tests counted
+    /// in the parent's `expected`: the same open fds, the search from 0, its own table of
+    /// the 64 fds `files_struct` embeds, or, when the open fds reach past them (up to the
+    /// last one's 64-fd word), one `alloc_fdtable` makes as a growth does: the smallest
+    /// power of two that holds them, cut to fs.nr_open rounded down to 64 when past it.
+    fn fork(&self, expected: &mut Expected) -> Table {
+        let last_open = (0..self.max_fds).rev().find(|&fd| self.is_open(fd));
+        let slots = last_open.map_or(64, |fd| (fd / 64 + 1) * 64);
+        let mut max_fds = 64;
+        if slots > 64 {
+            max_fds = slots.next_power_of_two();
+            let rounded_past = max_fds > self.nr_open;
+            expected.all(Site::FdtableRoundedPastNrOpen, 1, rounded_past);
+            if rounded_past {
+                max_fds = self.nr_open - self.nr_open % 64;
+                assert!(max_fds >= slots, "no step copies a table past fs.nr_open");
+            }
+            let too_large = u64::from(max_fds) * 8 > u64::from(i32::MAX as u32);
+            expected.all(Site::FdtableTooLarge, 1, too_large);
+        }
+        let mut open = self.open.clone();
+        open.resize(max_fds as usize, false);
         Table {
+            open,
             next_fd: 0,
+            max_fds,
             shared: false,
-            ..self.clone()
+            nr_open: self.nr_open,
         }
     }
 }
@@ -314,15 +336,26 @@ pub fn expected_on_table(steps: &[Step], max_fds: u32, nr_open: u32) -> Vec<Expe
     let mut table = Table::with_open_fds(layout.not_open() as u32, max_fds, nr_open);
     for step in steps {
         match step {
-            // A forked child has a table of its own (next_fd back at 0).
+            // A forked child has a table of its own (next_fd back at 0), copied by glibc's
+            // fork: a clone without CLONE_FILES.
             Step::Fork => {
+                let parent = processes.last_mut().expect("never empty");
+                parent.calls[Syscall::Clone] += 1;
+                table = table.fork(parent);
                 processes.push(Expected::default());
-                table = table.fork();
             }
-            // The steps after `thread` run in a second thread sharing the table.
-            Step::Thread => table.shared = true,
-            // The main thread is gone: the table is the remaining thread's alone.
-            Step::LeaderExit => table.shared = false,
+            // The steps after `thread` run in a second thread sharing the table: a clone3
+            // with CLONE_FILES (glibc's pthread_create), which copies nothing.
+            Step::Thread => {
+                processes.last_mut().expect("never empty").calls[Syscall::Clone3] += 1;
+                table.shared = true;
+            }
+            // The main thread is gone: the table is the remaining thread's alone (after
+            // the clone3 of the thread that stays).
+            Step::LeaderExit => {
+                processes.last_mut().expect("never empty").calls[Syscall::Clone3] += 1;
+                table.shared = false;
+            }
             step => {
                 let expected = processes.last_mut().expect("never empty");
                 in_family!(step, family => family.expect(expected, &layout, &mut table));

@@ -77,6 +77,9 @@ impl Replay {
     /// Replays one call of log `file`.
     fn record(&mut self, file: &str, record: &Record<&str>) {
         self.end_call();
+        // clone and clone3 are in the syscall table (the probe follows the table's copy),
+        // not in the log's: what a log tells of them is which threads they make.
+        self.note_thread(record);
         // Not a call any measured site depends on.
         let Some(syscall) = Syscall::from_name(record.name) else {
             if record.name == "execve" && record.ret == Some(0) {
@@ -97,7 +100,6 @@ impl Replay {
                         .insert((tid, base[..end].to_string()), path.to_string());
                 }
             }
-            self.note_thread(record);
             return;
         };
         let (pid, comm) = (record.pid.unwrap_or(0), record.comm);
