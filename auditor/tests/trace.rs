@@ -244,12 +244,15 @@ fn growth_past_fs_nr_open_both_ways() {
 /// A fork copies the table (`dup_fd`): one whose open fds reach past the 64 it embeds is
 /// allocated as a growth is (fd.rounded_past_nr_open and fd.fdtable_too_large not taken
 /// here, taken past fs.nr_open in `growth_past_fs_nr_open_both_ways`), from a thread too;
-/// the thread's clone3 shares the table and copies nothing.
+/// the thread's clone3 shares the table and copies nothing; unshare(CLONE_FILES) copies a
+/// shared one.
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn a_forked_table_is_copied_as_it_grows() {
     assert_attached_exact("wait dupfd:1:100 fork");
     assert_attached_exact("wait dupfd:1:300 thread fork");
+    // unshare(CLONE_FILES) copies only a shared table: not the first, the thread's.
+    assert_attached_exact("wait dupfd:1:100 unshare-files thread unshare-files read:1");
 }
 
 /// epoll_ctl.watches_exhausted and epoll_ctl.too_many_paths: adds within the quota,

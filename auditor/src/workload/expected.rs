@@ -146,12 +146,13 @@ impl Table {
         }
     }
 
-    /// The child's table after fork (`dup_fd`), hand-worked, with the copy's tests counted
-    /// in the parent's `expected`: the same open fds, the search from 0, its own table of
+    /// The child's table after fork (or the caller's after unshare(CLONE_FILES) of a shared
+    /// one): `dup_fd`, hand-worked, with the copy's tests counted in the caller's
+    /// `expected`: the same open fds, the search from 0, its own table of
     /// the 64 fds `files_struct` embeds, or, when the open fds reach past them (up to the
     /// last one's 64-fd word), one `alloc_fdtable` makes as a growth does: the smallest
     /// power of two that holds them, cut to fs.nr_open rounded down to 64 when past it.
-    fn fork(&self, expected: &mut Expected) -> Table {
+    pub(super) fn fork(&self, expected: &mut Expected) -> Table {
         let last_open = (0..self.max_fds).rev().find(|&fd| self.is_open(fd));
         let slots = last_open.map_or(64, |fd| (fd / 64 + 1) * 64);
         let mut max_fds = 64;

@@ -65,6 +65,7 @@
 //! - `name:NAME`: the calling thread names itself NAME (prctl PR_SET_NAME, 15 bytes).
 //! - `wait`: read a line from stdin first (lets a test attach to a running process).
 //! - `sleep:MS`: sleep MS milliseconds.
+//! - `unshare-files`: unshare(CLONE_FILES): a thread sharing its table takes a copy.
 //!
 //! The fds it uses are laid out by [`Layout`], the same for every run of the same steps.
 

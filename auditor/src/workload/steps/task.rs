@@ -1,4 +1,5 @@
-//! Steps of the calling thread itself: its name, waiting for a line, sleeping.
+//! Steps of the calling thread itself: its name, waiting for a line, sleeping, a table of
+//! its own.
 
 use std::fmt;
 
@@ -18,6 +19,9 @@ pub enum Task {
     Wait,
     /// `sleep:MS`.
     Sleep { millis: u64 },
+    /// `unshare-files`: unshare(CLONE_FILES): a thread whose table is shared takes a copy
+    /// of its own (`dup_fd`); an unshared table stays as it is.
+    UnshareFiles,
 }
 
 impl Family for Task {
@@ -36,6 +40,10 @@ impl Family for Task {
             "wait" => {
                 f.at_most(0)?;
                 Task::Wait
+            }
+            "unshare-files" => {
+                f.at_most(0)?;
+                Task::UnshareFiles
             }
             "sleep" => {
                 f.at_most(1)?;
@@ -63,13 +71,26 @@ impl Family for Task {
                 std::thread::sleep(std::time::Duration::from_millis(millis));
                 Ok(())
             }
+            Task::UnshareFiles => {
+                // SAFETY: changes only which fd table this thread uses.
+                let ret = unsafe { libc::unshare(libc::CLONE_FILES) };
+                ensure!(ret == 0, "unshare(CLONE_FILES) failed");
+                Ok(())
+            }
         }
     }
 
     fn expect(&self, e: &mut Expected, _: &Layout, table: &mut Table) {
-        if let Task::Wait = self {
+        match self {
             // One read of the line on stdin.
-            e.reads(1, table.shared);
+            Task::Wait => e.reads(1, table.shared),
+            Task::UnshareFiles => {
+                e.calls[auditor_common::Syscall::Unshare] += 1;
+                if table.shared {
+                    *table = table.fork(e);
+                }
+            }
+            Task::Name { .. } | Task::Sleep { .. } => {}
         }
     }
 }
@@ -83,6 +104,7 @@ impl fmt::Display for Task {
             }
             Task::Wait => f.write_str("wait"),
             Task::Sleep { millis } => write!(f, "sleep:{millis}"),
+            Task::UnshareFiles => f.write_str("unshare-files"),
         }
     }
 }
