@@ -62,6 +62,8 @@ pub enum Unit {
     FdLookup,
     /// One `alloc_fdtable()`: a table grown, or copied past the 64 fds it embeds.
     FdtableAllocation,
+    /// One `dup_fd()`: a task's copy of the table (fork, unshare).
+    TableCopy,
 }
 
 impl Unit {
@@ -73,6 +75,7 @@ impl Unit {
             Unit::Allocation => "allocation",
             Unit::FdLookup => "fd lookup",
             Unit::FdtableAllocation => "fdtable allocation",
+            Unit::TableCopy => "table copy",
         }
     }
 }
@@ -531,6 +534,18 @@ catalogue! {
         unit: Unit::FdtableAllocation,
         syscalls: &crate::syscalls::GROWING,
         source: &[written("nr > INT_MAX / sizeof(struct file *)")],
+        decided: Decided::TaskState,
+    }
+    FdCopyOutgrowsEmbedded {
+        id: "fd.copy_outgrows_embedded",
+        function: "dup_fd",
+        file: "fs/file.c",
+        condition: "a copied table's open fds reach past the 64 a files_struct embeds (fork, unshare: a table of its own is allocated)",
+        hint: Hint::Unlikely,
+        hint_since: "<= 6.1",
+        unit: Unit::TableCopy,
+        syscalls: &crate::syscalls::COPYING,
+        source: &[written("open_files > new_fdt->max_fds")],
         decided: Decided::TaskState,
     }
     // fs/open.c.

@@ -288,11 +288,26 @@ pub fn copy_table<R: Recorder>(
     nr_open: u32,
     outcome: CopyOutcome,
 ) {
-    match (open_files, outcome) {
-        (Some(slots), _) if slots <= NR_OPEN_DEFAULT => {}
-        (Some(slots), CopyOutcome::Copied) => {
+    let outgrows = open_files.map(|slots| slots > NR_OPEN_DEFAULT);
+    if outcome == CopyOutcome::Maybe {
+        // The call failed, before the copy or in it.
+        unlikely!(recorder, FdCopyOutgrowsEmbedded, Evaluation::Undecided);
+        if outgrows != Some(false) {
+            unlikely!(recorder, FdtableRoundedPastNrOpen, Evaluation::Undecided);
+            unlikely!(recorder, FdtableTooLarge, Evaluation::Undecided);
+        }
+        return;
+    }
+    let outgrows = unlikely!(
+        recorder,
+        FdCopyOutgrowsEmbedded,
+        Evaluation::from_known(outgrows)
+    );
+    match (outgrows, open_files) {
+        (Evaluation::Taken, Some(slots)) => {
             let _ = alloc_fdtable(recorder, slots, nr_open);
         }
+        (Evaluation::NotTaken, _) => {}
         _ => {
             unlikely!(recorder, FdtableRoundedPastNrOpen, Evaluation::Undecided);
             unlikely!(recorder, FdtableTooLarge, Evaluation::Undecided);
@@ -1053,6 +1068,7 @@ mod tests {
             let mut counters = Counters::default();
             copy_table(&mut counters, open_files, nr_open, outcome);
             [
+                Site::FdCopyOutgrowsEmbedded,
                 Site::FdPastNrOpen,
                 Site::FdtableRoundedPastNrOpen,
                 Site::FdtableTooLarge,
@@ -1066,15 +1082,15 @@ mod tests {
             Counts::ZERO,
         );
         use CopyOutcome::*;
-        // The embedded table holds 64: nothing is allocated, whatever the outcome.
-        assert_eq!(copied(Some(64), 1 << 20, Copied), [z, z, z]);
-        assert_eq!(copied(Some(64), 1 << 20, Maybe), [z, z, z]);
+        // The embedded table holds 64: nothing is allocated.
+        assert_eq!(copied(Some(64), 1 << 20, Copied), [n, z, z, z]);
+        assert_eq!(copied(Some(64), 1 << 20, Maybe), [u, z, z, z]);
         // expand_files is not on this path: its test is never evaluated.
-        assert_eq!(copied(Some(192), 1 << 20, Copied), [z, n, n]);
+        assert_eq!(copied(Some(192), 1 << 20, Copied), [t, z, n, n]);
         // 1024 slots, rounded down to fs.nr_open's 960.
-        assert_eq!(copied(Some(576), 1000, Copied), [z, t, n]);
-        assert_eq!(copied(Some(192), 1 << 20, Maybe), [z, u, u]);
-        assert_eq!(copied(None, 1 << 20, Copied), [z, u, u]);
+        assert_eq!(copied(Some(576), 1000, Copied), [t, z, t, n]);
+        assert_eq!(copied(Some(192), 1 << 20, Maybe), [u, z, u, u]);
+        assert_eq!(copied(None, 1 << 20, Copied), [u, z, u, u]);
     }
 
     #[test]

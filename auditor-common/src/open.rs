@@ -51,6 +51,15 @@ impl FlagSet {
     pub const LAST_STRIPPED: (u32, u32) = (6, 12);
     pub const LAST_BEFORE: (u32, u32) = (6, 18);
 
+    /// Whether the kernel reads an open's name before it allocates the fd (so that an
+    /// empty name's ENOENT comes first): through 6.18 (getname(), then
+    /// get_unused_fd_flags()). From 6.19, `FD_ADD()` allocates first and fails after: the
+    /// name, an error or not, goes to do_file_open() inside it. The same releases as the
+    /// flags' sets (6.19 to 7.1 taken as 7.2).
+    pub const fn name_before_fd(self) -> bool {
+        !matches!(self, FlagSet::EmptyPath)
+    }
+
     /// The set of a kernel of `release` (major, minor).
     pub const fn of(release: (u32, u32)) -> FlagSet {
         if !later(release, Self::LAST_STRIPPED) {

@@ -302,6 +302,8 @@ enum Property {
     Expands,
     /// Reaches `alloc_fdtable()`: expands the table, or copies it.
     Grows,
+    /// May copy the table (`dup_fd()`).
+    Copies,
 }
 
 impl Property {
@@ -313,6 +315,7 @@ impl Property {
             Property::Adds => matches!(info.prepares, FdPrepare::Add),
             Property::Expands => Property::Allocates.of(info) || info.expands_table,
             Property::Grows => Property::Expands.of(info) || info.copies_table,
+            Property::Copies => info.copies_table,
         }
     }
 
@@ -351,6 +354,9 @@ pub const EXPANDING: [Syscall; Property::Expands.count()] = Property::Expands.se
 
 /// The syscalls that reach `alloc_fdtable()`.
 pub const GROWING: [Syscall; Property::Grows.count()] = Property::Grows.select();
+
+/// The syscalls that may copy the table (`dup_fd()`).
+pub const COPYING: [Syscall; Property::Copies.count()] = Property::Copies.select();
 
 /// The syscalls whose allocation goes through `FD_PREPARE()` in 7.2.
 pub const PREPARING: [Syscall; Property::Prepares.count()] = Property::Prepares.select();

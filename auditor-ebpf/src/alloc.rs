@@ -145,8 +145,10 @@ fn enter_with(call: &Allocation, pair: u32, fds: u64) {
     } else {
         None
     };
-    let empty_name = first_byte == Some(0);
-    let unread_name = if name != 0 && first_byte.is_none() && !refused {
+    // An empty name refuses the open only where the name is read before the fd.
+    let name_first = flag_set().name_before_fd();
+    let empty_name = name_first && first_byte == Some(0);
+    let unread_name = if name_first && name != 0 && first_byte.is_none() && !refused {
         name
     } else {
         0

@@ -70,8 +70,6 @@ rows! {
     "fs/file.c" "__file_ref_put" ["likely(cnt == FILE_REF_NOREF)"] NotDecidable
         "whether this put drops the last reference: references others hold (io_uring, mappings, other tasks) are kernel state";
     "fs/file.c" "expand_files" ["unlikely(files->resize_in_progress)"] NotDecidable RACE_RESIZE;
-    "fs/file.c" "dup_fd" ["while (unlikely(open_files > new_fdt->max_fds"] NotYet
-        "fork or unshare copying a table whose open fds reach past 64: the parent's open fds (task state) decide it";
     "fs/file.c" "fd_install" ["unlikely(file->f_mode & FMODE_BACKING)"] NotDecidable
         "an assertion (WARN_ON_ONCE): backing files of overlayfs and FUSE never reach an fd table";
     "fs/file.c" "fd_install" ["unlikely(files->resize_in_progress)"] NotDecidable RACE_RESIZE;

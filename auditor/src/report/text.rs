@@ -28,6 +28,7 @@ fn units(unit: Unit, count: u64) -> &'static str {
         Unit::Allocation => ("allocation", "allocations"),
         Unit::FdLookup => ("lookup", "lookups"),
         Unit::FdtableAllocation => ("fdtable allocation", "fdtable allocations"),
+        Unit::TableCopy => ("table copy", "table copies"),
     };
     if count == 1 { one } else { many }
 }

@@ -156,6 +156,7 @@ impl Table {
         let last_open = (0..self.max_fds).rev().find(|&fd| self.is_open(fd));
         let slots = last_open.map_or(64, |fd| (fd / 64 + 1) * 64);
         let mut max_fds = 64;
+        expected.all(Site::FdCopyOutgrowsEmbedded, 1, slots > 64);
         if slots > 64 {
             max_fds = slots.next_power_of_two();
             let rounded_past = max_fds > self.nr_open;

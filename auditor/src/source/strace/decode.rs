@@ -370,7 +370,7 @@ pub fn close(record: &Record<&str>) -> Result<(i32, i64), Undecodable> {
 
 /// What a log shows of a call that allocates one fd: whether it asked for one (signalfd
 /// and signalfd4 only with ufd -1), whether its arguments refuse it before the allocation
-/// (an open's name "", accept4's flags), and the return value.
+/// (an open's name "" through 6.18, accept4's flags), and the return value.
 pub struct Allocation {
     pub allocates: bool,
     pub refused: bool,
@@ -385,9 +385,11 @@ pub fn allocation(record: &Record<&str>, syscall: Syscall) -> Result<Allocation,
         "how an allocation ended is only in the return value",
     ))?;
     let [first, second] = first_args(record.args);
+    // An empty name refuses an open only where it is read before the fd.
+    let name_first = crate::kernel::open_flag_set().name_before_fd();
     let (refused, allocates) = match syscall {
-        Syscall::Open | Syscall::Creat => (first == Some("\"\""), true),
-        Syscall::Openat | Syscall::Openat2 => (second == Some("\"\""), true),
+        Syscall::Open | Syscall::Creat => (name_first && first == Some("\"\""), true),
+        Syscall::Openat | Syscall::Openat2 => (name_first && second == Some("\"\""), true),
         Syscall::Signalfd | Syscall::Signalfd4 => {
             let ufd = arg(first, "ufd")?;
             let ufd = line::integer::<i32>(ufd).ok_or_else(|| Undecodable::Number {

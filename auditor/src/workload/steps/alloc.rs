@@ -19,7 +19,8 @@ pub enum Alloc {
     /// `open-enoent:CALLS`: opens of a missing path (ENOENT after the fd was allocated).
     OpenMissing { calls: u32 },
     /// `open-unmapped:CALLS`: opens of "" from a page no one has touched (ENOENT before any
-    /// fd), a fresh page each: the name cannot be read before the kernel copies it.
+    /// fd through 6.18, after it from 6.19), a fresh page each: the name cannot be read
+    /// before the kernel copies it.
     OpenUnmappedEmpty { calls: u32 },
     /// `open-emfile:CALLS`: opens with RLIMIT_NOFILE lowered to the first free fd
     /// (EMFILE), then restored.
@@ -278,9 +279,13 @@ impl Family for Alloc {
                 e.all(Site::OpenBadFlags, u64::from(calls), true);
             }
             Alloc::OpenUnmappedEmpty { calls } => {
-                // The flags pass; the empty name is refused (ENOENT) before the fd.
+                // The flags pass; the empty name is refused (ENOENT) before the fd, or,
+                // from 6.19 (FD_ADD), after it.
                 e.calls[Syscall::Openat] += u64::from(calls);
                 opens_checked(e, calls);
+                if !kernel_reads_the_name_first() {
+                    allocated_and_released(e, table, calls, Syscall::Openat, Prepared::FileFailed);
+                }
             }
             Alloc::Openat2 { calls, size } => {
                 e.calls[Syscall::Openat2] += u64::from(calls);
@@ -494,6 +499,15 @@ pub(super) fn opens_checked(e: &mut Expected, calls: u32) {
 /// include/uapi/asm-generic/fcntl.h in 7.2: open relative to the fd itself when the path
 /// is empty.
 const O_EMPTYPATH: u64 = 1 << 26;
+
+/// Whether the running kernel reads an open's name before it allocates the fd: 6.18's
+/// do_sys_openat2() does (getname(), then get_unused_fd_flags()); 7.2's allocates in
+/// FD_ADD() and hands it the name, an error or not (their trees; 6.19 on taken as 7.2).
+fn kernel_reads_the_name_first() -> bool {
+    // An unreadable release is taken as the newest, as the model takes it.
+    crate::kernel::parse_release(&crate::kernel::release())
+        .is_some_and(|release| release <= (6, 18))
+}
 
 /// Whether the running kernel's build_open_flags() refuses bit 26 from openat2: 6.18's
 /// does; 6.1's and 6.12's strip it first (their trees) and 7.2's takes it as O_EMPTYPATH.
