@@ -50,6 +50,8 @@ macro_rules! rows {
 rows! {
     // fs/eventpoll.c
     "fs/eventpoll.c" "ep_alloc" ["unlikely(!ep)"] NotDecidable ALLOCATION;
+    "fs/eventpoll.c" "eventpoll_release_file" ["unlikely(!file->f_ep)"] NotDecidable
+        "a race at a watched file's last fput (6.1's stable tree): another release emptied its epoll links under epmutex";
     "fs/eventpoll.c" "ep_ptable_queue_proc" ["unlikely(!epi)"] NotDecidable
         "an earlier wait-queue allocation of the same insert failed (memory state), once per wait queue the target's ->poll adds";
     "fs/eventpoll.c" "ep_ptable_queue_proc" ["unlikely(!pwq)"] NotDecidable
