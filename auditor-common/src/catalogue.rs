@@ -62,7 +62,8 @@ pub enum Unit {
     FdLookup,
     /// One `alloc_fdtable()`: a table grown, or copied past the 64 fds it embeds.
     FdtableAllocation,
-    /// One `dup_fd()`: a task's copy of the table (fork, unshare).
+    /// A task's copy of the table (`dup_fd()`: fork, unshare); its loop tests once, or
+    /// twice when it allocates.
     TableCopy,
 }
 
@@ -540,7 +541,7 @@ catalogue! {
         id: "fd.copy_outgrows_embedded",
         function: "dup_fd",
         file: "fs/file.c",
-        condition: "a copied table's open fds reach past the 64 a files_struct embeds (fork, unshare: a table of its own is allocated)",
+        condition: "a copied table's open fds reach past the 64 a files_struct embeds (fork, unshare: a table of its own is allocated, and the loop's test made again on it)",
         hint: Hint::Unlikely,
         hint_since: "<= 6.1",
         unit: Unit::TableCopy,

@@ -305,7 +305,11 @@ pub fn copy_table<R: Recorder>(
     );
     match (outgrows, open_files) {
         (Evaluation::Taken, Some(slots)) => {
-            let _ = alloc_fdtable(recorder, slots, nr_open);
+            // The test is a `while`: once the table is allocated it is made again, on the
+            // new table, which holds the open fds.
+            if alloc_fdtable(recorder, slots, nr_open).is_some() {
+                unlikely!(recorder, FdCopyOutgrowsEmbedded, Evaluation::NotTaken);
+            }
         }
         (Evaluation::NotTaken, _) => {}
         _ => {
@@ -1086,9 +1090,11 @@ mod tests {
         assert_eq!(copied(Some(64), 1 << 20, Copied), [n, z, z, z]);
         assert_eq!(copied(Some(64), 1 << 20, Maybe), [u, z, z, z]);
         // expand_files is not on this path: its test is never evaluated.
-        assert_eq!(copied(Some(192), 1 << 20, Copied), [t, z, n, n]);
+        // A table of its own, then the loop's test again (not taken).
+        let tn = Counts::new(1, 1, 0);
+        assert_eq!(copied(Some(192), 1 << 20, Copied), [tn, z, n, n]);
         // 1024 slots, rounded down to fs.nr_open's 960.
-        assert_eq!(copied(Some(576), 1000, Copied), [t, z, t, n]);
+        assert_eq!(copied(Some(576), 1000, Copied), [tn, z, t, n]);
         assert_eq!(copied(Some(192), 1 << 20, Maybe), [u, z, u, u]);
         assert_eq!(copied(None, 1 << 20, Copied), [u, z, u, u]);
     }
