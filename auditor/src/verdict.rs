@@ -6,7 +6,8 @@ use serde::Serialize;
 
 use auditor_common::catalogue::Hint;
 
-/// A hint holds when the mispredicted share is bounded under this (Wilson 95% upper bound).
+/// A hint holds when the mispredicted share is bounded under this (Wilson 95% upper bound),
+/// and costs more than it saves when it is bounded over it (lower bound).
 pub const HOLDS_BELOW: f64 = 0.10;
 /// A hint is wrong when the mispredicted share is bounded over this (lower bound).
 pub const WRONG_ABOVE: f64 = 0.50;
@@ -20,12 +21,16 @@ const Z95: f64 = 1.959_963_984_540_054;
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
     Holds,
+    /// Mispredicted more often than the compiler assumes (the lower bound past
+    /// [`HOLDS_BELOW`]), though not mostly.
+    Costly,
     Wrong,
+    /// The interval straddles a bar: more evaluations would settle it.
     Unclear,
     NoData,
     /// Unhinted, and one direction is rare enough to deserve a hint.
     Candidate,
-    /// Unhinted, and no direction is rare enough.
+    /// Unhinted, and no direction is rare enough (the minority bounded over 1%).
     NoHint,
     /// The source does not decide this site.
     NotMeasured,
@@ -35,6 +40,7 @@ impl VerdictKind {
     pub const fn name(self) -> &'static str {
         match self {
             VerdictKind::Holds => "holds",
+            VerdictKind::Costly => "costly",
             VerdictKind::Wrong => "wrong",
             VerdictKind::Unclear => "unclear",
             VerdictKind::NoData => "no data",
@@ -184,13 +190,17 @@ pub fn judge(hint: Hint, counts: &Counts) -> Verdict {
     } else if hint == Hint::None {
         if high < CANDIDATE_BELOW {
             VerdictKind::Candidate
-        } else {
+        } else if low > CANDIDATE_BELOW {
             VerdictKind::NoHint
+        } else {
+            VerdictKind::Unclear
         }
     } else if high < HOLDS_BELOW {
         VerdictKind::Holds
     } else if low > WRONG_ABOVE {
         VerdictKind::Wrong
+    } else if low > HOLDS_BELOW {
+        VerdictKind::Costly
     } else {
         VerdictKind::Unclear
     };
@@ -273,23 +283,27 @@ mod tests {
 
     #[test]
     fn bars_at_their_boundaries() {
-        assert_eq!(
-            judge(Hint::Unlikely, &counts(0, 35, 0)).kind,
-            VerdictKind::Holds
-        );
-        assert_eq!(
-            judge(Hint::Unlikely, &counts(0, 34, 0)).kind,
-            VerdictKind::Unclear
-        );
-        // 60 of 100 against: lower bound 0.502 > 0.5, wrong; 59: 0.492, unclear.
-        assert_eq!(
-            judge(Hint::Likely, &counts(40, 60, 0)).kind,
-            VerdictKind::Wrong
-        );
-        assert_eq!(
-            judge(Hint::Likely, &counts(41, 59, 0)).kind,
-            VerdictKind::Unclear
-        );
+        use VerdictKind::*;
+        let cases = [
+            (Hint::Unlikely, counts(0, 35, 0), Holds),
+            (Hint::Unlikely, counts(0, 34, 0), Unclear),
+            // 60 of 100 against: lower bound 0.502 > 0.5, wrong; 59: 0.492, costly (past
+            // the 10% bar, not past 50%).
+            (Hint::Likely, counts(40, 60, 0), Wrong),
+            (Hint::Likely, counts(41, 59, 0), Costly),
+            // 17 of 100: a lower bound past 10%, costly; 15 of 100 (9.3% .. 23.3%)
+            // straddles the bar, unclear.
+            (Hint::Unlikely, counts(17, 83, 0), Costly),
+            (Hint::Unlikely, counts(15, 85, 0), Unclear),
+        ];
+        for (hint, counts, kind) in cases {
+            assert_eq!(judge(hint, &counts).kind, kind, "{counts:?}");
+        }
+        // The poll.fd_negative: 32.5% of 3.5 million, a tight interval past the bar.
+        let fleet = judge(Hint::Unlikely, &counts(1_149_070, 3_533_812 - 1_149_070, 0));
+        assert_eq!(fleet.kind, VerdictKind::Costly);
+        assert!(fleet.mispredicted_low > 0.3246 && fleet.mispredicted_high < 0.3257);
+        assert_eq!(fleet.settles_from, None);
     }
 
     #[test]
@@ -322,14 +336,19 @@ mod tests {
         // Near the top of u64 no count is enough: said at once, never searched for ever.
         assert_eq!(evaluations_to_bound(u64::MAX - 5, HOLDS_BELOW), None);
         let verdict = judge(Hint::Unlikely, &counts(u64::MAX / 2, u64::MAX / 2, 0));
+        assert_eq!(verdict.kind, VerdictKind::Costly);
+        assert_eq!(verdict.settles_from, None);
+        let verdict = judge(Hint::Unlikely, &counts(0, 1000, u64::MAX / 2));
         assert_eq!(verdict.kind, VerdictKind::Unclear);
         assert_eq!(verdict.settles_from, None);
         // Unhinted: the 1% bar of a candidate.
         assert_eq!(judge(Hint::None, &counts(0, 0, 0)).settles_from, Some(381));
-        // 59 against `likely` (not taken): it holds once 752 evaluations carry no more.
-        let verdict = judge(Hint::Likely, &counts(41, 59, 0));
-        assert_eq!(verdict.settles_from, Some(752));
-        assert!(wilson(59, 752).1 < HOLDS_BELOW && wilson(59, 751).1 >= HOLDS_BELOW);
+        // 15 against `unlikely`: it holds once enough evaluations carry no more.
+        let verdict = judge(Hint::Unlikely, &counts(15, 85, 0));
+        let n = verdict.settles_from.unwrap();
+        assert!(wilson(15, n).1 < HOLDS_BELOW && wilson(15, n - 1).1 >= HOLDS_BELOW);
+        // A costly hint is settled already: no more evaluations make it hold.
+        assert_eq!(judge(Hint::Likely, &counts(41, 59, 0)).settles_from, None);
     }
 
     #[test]
@@ -345,5 +364,10 @@ mod tests {
             judge(Hint::None, &counts(10, 90, 0)).kind,
             VerdictKind::NoHint
         );
+        // 1 of 100: 0.18% .. 5.45%, on both sides of the candidate's 1%.
+        let unclear = judge(Hint::None, &counts(1, 99, 0));
+        assert_eq!(unclear.kind, VerdictKind::Unclear);
+        let n = unclear.settles_from.unwrap();
+        assert!(wilson(1, n).1 < CANDIDATE_BELOW && wilson(1, n - 1).1 >= CANDIDATE_BELOW);
     }
 }

@@ -57,6 +57,7 @@ pub(super) fn site_notes(sites: &[SiteReport]) -> Vec<String> {
         notes.push(rare_note(site));
     }
     notes.extend(sites.iter().filter_map(settling_note));
+    notes.extend(sites.iter().filter_map(costly_note));
     for site in sites
         .iter()
         .filter(|s| s.measured && s.counts.unreadable > 0)
@@ -111,6 +112,28 @@ fn settling_note(site: &SiteReport) -> Option<String> {
         counted(site.counts.total(), "evaluation", "evaluations"),
         hint.name(),
         percent(site.verdict.mispredicted_high)
+    ))
+}
+
+/// By how much a costly hint misses: `poll.fd_negative: costly: 1149070 of 3533812
+/// evaluations went against `unlikely`: at least 32.47%, 3.2 times the 10% a compiler
+/// takes a hint to miss.`
+fn costly_note(site: &SiteReport) -> Option<String> {
+    if site.verdict.kind != verdict::VerdictKind::Costly || !site.measured {
+        return None;
+    }
+    let hint = site.proposed_hint.unwrap_or(site.info.hint);
+    let low = site.verdict.mispredicted_low;
+    Some(format!(
+        "{}: costly: {} of {} went against `{}`: at least {}, {:.1} times the {:.0}% a \
+         compiler takes a hint to miss (GCC's builtin-expect-probability).",
+        site.info.id,
+        site.rare_arm.of(&site.counts),
+        counted(site.counts.total(), "evaluation", "evaluations"),
+        hint.name(),
+        percent(low),
+        low / verdict::HOLDS_BELOW,
+        verdict::HOLDS_BELOW * 100.0,
     ))
 }
 

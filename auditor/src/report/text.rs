@@ -6,6 +6,7 @@
 use std::io::Write;
 
 use super::{Report, SiteReport, escape_ascii, percent};
+use crate::verdict::{Verdict, VerdictKind};
 use auditor_common::catalogue::{Hint, Unit};
 
 /// The widest line.
@@ -34,14 +35,23 @@ fn units(unit: Unit, count: u64) -> &'static str {
 }
 
 /// `0 of 2176 entries (<= 0.18%)`: the evaluations against the hint (the minority,
-/// unhinted) and the upper bound of their share.
-fn evidence(site: &SiteReport, counts: &auditor_common::Counts, high: f64) -> String {
+/// unhinted) and the bound of their share that decides `verdict`: the upper one for a
+/// hint that holds (a candidate), the lower one for one that is costly or wrong (no hint),
+/// both where the interval straddles a bar.
+fn evidence(site: &SiteReport, counts: &auditor_common::Counts, verdict: &Verdict) -> String {
     let rare = site.rare_arm.of(counts);
     let total = counts.total();
+    let (low, high) = (verdict.mispredicted_low, verdict.mispredicted_high);
+    let bound = match verdict.kind {
+        VerdictKind::Costly | VerdictKind::Wrong | VerdictKind::NoHint => {
+            format!(">= {}", percent(low))
+        }
+        VerdictKind::Unclear => format!("{} .. {}", percent(low), percent(high)),
+        _ => format!("<= {}", percent(high)),
+    };
     let mut text = format!(
-        "{rare} of {total} {} (<= {})",
-        units(site.info.unit, total),
-        percent(high)
+        "{rare} of {total} {} ({bound})",
+        units(site.info.unit, total)
     );
     if counts.unreadable > 0 {
         text.push_str(&format!(", {} unreadable", counts.unreadable));
@@ -116,7 +126,7 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
             "",
             (site.info.id, id_width),
             Some(&hint_name(site)),
-            &evidence(site, &site.counts, site.verdict.mispredicted_high),
+            &evidence(site, &site.counts, &site.verdict),
             &site.verdict.label(),
         );
         writeln!(out, "{line}")?;
@@ -195,7 +205,7 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
                 if site.proposed_hint.unwrap_or(site.info.hint) == Hint::None {
                     continue;
                 }
-                let evidence = evidence(site, &row.counts, row.verdict.mispredicted_high);
+                let evidence = evidence(site, &row.counts, &row.verdict);
                 let id = (row.id, id_width);
                 let line = site_line("  ", id, None, &evidence, &row.verdict.label());
                 writeln!(out, "{line}")?;
