@@ -288,13 +288,18 @@ fn text_for_a_mail_reply() {
         "curl (3 processes)",
         "  poll.fd_negative       0 of 24 entries (0.00% .. 13.80%)  unclear",
         "poll.zero_timeout      none      12 of 37 calls (>= 19.63%)  no hint",
-        "- poll.zero_timeout (taken): curl (pid 22022) 4, curl (pid 22024) 4,",
+        "- poll.zero_timeout: its rare direction, taken (the minority), came from",
+        "  curl (pid 22022): 4, curl (pid 22024): 4, curl (pid 22026): 4.",
     ] {
         assert!(
             text.lines().any(|l| l == wanted),
             "no line `{wanted}` in:\n{text}"
         );
     }
+    // The notes, as every format carries them: one for all the sites never reached.
+    let notes = text.split_once("\nNotes:\n").expect("a notes section").1;
+    assert_eq!(notes.matches("- Never reached: ").count(), 1, "{notes}");
+    assert!(!notes.contains("no data"), "{notes}");
 }
 
 /// The Markdown report is a valid table to a real Markdown parser: every row has the

@@ -56,7 +56,28 @@ pub(super) fn site_notes(sites: &[SiteReport]) -> Vec<String> {
     {
         notes.push(rare_note(site));
     }
-    notes.extend(sites.iter().filter_map(settling_note));
+    // One note for every hinted site never reached: the same condition, the same remedy.
+    let never: Vec<&SiteReport> = sites
+        .iter()
+        .filter(|s| s.measured && s.counts.total() == 0 && hint_of(s) != Hint::None)
+        .filter(|s| s.verdict.settles_from.is_some())
+        .collect();
+    if let Some(first) = never.first() {
+        let ids: Vec<&str> = never.iter().map(|s| s.info.id).collect();
+        notes.push(format!(
+            "Never reached: {}; each holds at the {:.0}% bar from {} evaluations with none \
+             against its hint.",
+            ids.join(", "),
+            verdict::HOLDS_BELOW * 100.0,
+            first.verdict.settles_from.unwrap_or(0)
+        ));
+    }
+    notes.extend(
+        sites
+            .iter()
+            .filter(|s| s.counts.total() > 0)
+            .filter_map(settling_note),
+    );
     notes.extend(sites.iter().filter_map(costly_note));
     for site in sites
         .iter()
@@ -81,7 +102,7 @@ pub(super) fn site_notes(sites: &[SiteReport]) -> Vec<String> {
     notes
 }
 
-/// What would settle a hinted site's unclear or no-data verdict, e.g. `poll.fd_negative:
+/// What would settle a reached hinted site's unclear verdict, e.g. `poll.fd_negative:
 /// unclear: 0 of 30 evaluations went against `unlikely` (up to 11.35%); with no more against
 /// it, it holds at the 10% bar from 35 evaluations on.`
 fn settling_note(site: &SiteReport) -> Option<String> {
@@ -96,14 +117,6 @@ fn settling_note(site: &SiteReport) -> Option<String> {
         0 => String::new(),
         n => format!(", and {n} could not be decided"),
     };
-    if site.counts.total() == 0 {
-        return Some(format!(
-            "{}: no data: never reached; it holds at the {bar} bar from {settles_from} \
-             evaluations with none against `{}`.",
-            site.info.id,
-            hint.name()
-        ));
-    }
     Some(format!(
         "{}: {}: {against} of {} went against `{}`{unreadable} (up to {}); with no more \
          against it, it holds at the {bar} bar from {settles_from} evaluations on.",
@@ -113,6 +126,11 @@ fn settling_note(site: &SiteReport) -> Option<String> {
         hint.name(),
         percent(site.verdict.mispredicted_high)
     ))
+}
+
+/// The hint a site is judged on: a proposed one, else the kernel's.
+fn hint_of(site: &SiteReport) -> Hint {
+    site.proposed_hint.unwrap_or(site.info.hint)
 }
 
 /// By how much a costly hint misses: `poll.fd_negative: costly: 1149070 of 3533812

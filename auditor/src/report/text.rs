@@ -156,33 +156,6 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         writeln!(out, "{}", wrapped(&line, "  "))?;
     }
 
-    let rare: Vec<&&SiteReport> = measured
-        .iter()
-        .filter(|s| !s.rare_from.is_empty())
-        .collect();
-    if !rare.is_empty() {
-        writeln!(out, "\nThe rare arms came from:")?;
-        for site in rare {
-            let from: Vec<String> = site
-                .rare_from
-                .iter()
-                .take(5)
-                .map(|r| format!("{} (pid {}) {}", r.comm, r.pid, r.evaluations))
-                .collect();
-            let more = site.rare_from.len().saturating_sub(5);
-            let mut line = format!(
-                "- {} ({}): {}",
-                site.info.id,
-                site.rare_arm.name(),
-                from.join(", ")
-            );
-            if more > 0 {
-                line.push_str(&format!(", and {more} more"));
-            }
-            writeln!(out, "{}", wrapped(&line, "  "))?;
-        }
-    }
-
     if let Some(by) = report.grouped_by
         && !report.groups.is_empty()
     {
@@ -211,8 +184,13 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
                 writeln!(out, "{line}")?;
             }
         }
-        for note in super::groups::pooled_notes(&report.sites, by, &report.groups) {
-            writeln!(out, "\n{}", wrapped(&note, ""))?;
+    }
+    // The notes every format carries (the rare arms' processes, what would settle a
+    // verdict, by how much a hint is costly, what the source could not see), at words.
+    if !report.notes.is_empty() {
+        writeln!(out, "\nNotes:")?;
+        for note in &report.notes {
+            writeln!(out, "{}", wrapped(&format!("- {note}"), "  "))?;
         }
     }
     Ok(())
