@@ -477,3 +477,49 @@ fn merged_reports_group_by_host_and_source() {
         assert_eq!(close["taken"], alone["taken"], "{by}");
     }
 }
+
+/// One report in every format carries the same notes: each of JSON's `notes` is in the
+/// table, the Markdown and the text (there wrapped at words: compared with the lines
+/// joined), once.
+#[test]
+fn every_format_carries_the_same_notes() {
+    let logs = [fixture("http-server-curl.log"), fixture("ssh.log")];
+    let render = |format: &str| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "ingest".as_ref(),
+            "--format".as_ref(),
+            format.as_ref(),
+            "--group-by".as_ref(),
+            "program".as_ref(),
+        ];
+        args.extend(logs.iter().map(|l| l.as_os_str()));
+        let output = auditor(&args);
+        assert!(output.status.success(), "{format}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&render("json")).unwrap();
+    let notes: Vec<&str> = json["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(notes.len() > 3, "{notes:?}");
+    // Whitespace and Markdown's escapes aside.
+    let plain = |text: &str| {
+        text.replace('\\', "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for format in ["table", "markdown", "text"] {
+        let rendered = plain(&render(format));
+        for note in &notes {
+            assert_eq!(
+                rendered.matches(&plain(note)).count(),
+                1,
+                "{format} does not carry once: {note}"
+            );
+        }
+    }
+}

@@ -211,11 +211,15 @@ fn missed_notes<'a>(
         ),
         (false, false) => "no row of their process could be made".to_string(),
     };
-    let unattributed = tally.unattributed().map(move |(site, counts)| {
+    // One condition, one note: the sites it touched listed in it.
+    let sites: Vec<String> = tally
+        .unattributed()
+        .map(|(site, counts)| format!("{} {}", site.info().id, counts.total()))
+        .collect();
+    let unattributed = (!sites.is_empty()).then(|| {
         format!(
-            "{}: {} in the totals but not attributed to a process ({why}).",
-            site.info().id,
-            counted(counts.total(), "evaluation is", "evaluations are")
+            "Evaluations in the totals but not attributed to a process ({why}): {}.",
+            sites.join(", ")
         )
     });
     skipped.into_iter().chain(unattributed)
@@ -920,6 +924,24 @@ fn recursion_misses(fd: BorrowedFd<'_>) -> std::io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_without_a_row_make_one_note_for_all_their_sites() {
+        let mut tally = Tally::default();
+        tally.add_unattributed(Site::PollFdNegative, &Counts::new(3, 9, 0));
+        tally.add_unattributed(Site::CloseOk, &Counts::new(2, 0, 0));
+        let mut misses = [0; row_miss::COUNT];
+        misses[row_miss::TABLE_FULL as usize] = 5;
+        let notes: Vec<String> = missed_notes(&tally, &misses).collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("poll.fd_negative 12"), "{}", notes[0]);
+        assert!(notes[0].contains("close.ok 2"), "{}", notes[0]);
+        assert!(
+            notes[0].contains("the table of rows was full"),
+            "{}",
+            notes[0]
+        );
+    }
 
     #[test]
     fn comm_keys_match_the_kernel() {
