@@ -319,6 +319,48 @@ pub(crate) fn check_process(pid: u32) -> Result<(), Error> {
     Followed::open(pid).map(drop)
 }
 
+/// The pids of the tasks (threads included) named `name` now, from `/proc/*/task/*/comm`.
+fn tasks_named(name: &str) -> Vec<u32> {
+    let comm_is = |path: std::path::PathBuf| {
+        std::fs::read_to_string(path).is_ok_and(|comm| comm.trim_end_matches('\n') == name)
+    };
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let tasks = std::fs::read_dir(entry.path().join("task")).ok()?;
+            tasks
+                .flatten()
+                .any(|task| comm_is(task.path().join("comm")))
+                .then_some(pid)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// What the report says of a `--comm` name no task had at a followed call: that none ran,
+/// or, when tasks of that name are there at the end (`pids`), that they made no counted
+/// call.
+fn unmatched_name_warning(name: &str, pids: &[u32]) -> String {
+    if pids.is_empty() {
+        return format!("Warning: no process named `{name}` ran during the session.");
+    }
+    let shown: Vec<String> = pids.iter().take(5).map(u32::to_string).collect();
+    let more = match pids.len().saturating_sub(5) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!(
+        "Warning: tasks named `{name}` are running (pid {}{more}) but made no counted call \
+         during the session (a call begun before it, such as a poll a process sits in, is \
+         not counted, nor is a call of a syscall no site follows).",
+        shown.join(", ")
+    )
+}
+
 /// The process that thread `tid` belongs to, from `/proc/TID/status`.
 fn thread_group_of(tid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
@@ -545,9 +587,7 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
     let mut notes = probe.notes(&tally);
     notes.extend(exporter.as_ref().and_then(Exporter::reachable_warning));
     for name in probe.unmatched_names()? {
-        notes.push(format!(
-            "Warning: no process named `{name}` ran during the session."
-        ));
+        notes.push(unmatched_name_warning(&name, &tasks_named(&name)));
     }
     let (command_status, stopped_by) = match end {
         End::CommandEnded(ending) => (Some(ending), take_stop_request().map(|s| s.signal)),
@@ -583,4 +623,29 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         stopped_by,
         attached: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_with_tasks_but_no_counted_call_is_said_so() {
+        let own = std::fs::read_to_string("/proc/self/comm").unwrap();
+        let pids = tasks_named(own.trim_end());
+        assert!(pids.contains(&std::process::id()), "{pids:?}");
+        assert!(tasks_named("no-such-task-x").is_empty());
+        assert_eq!(
+            unmatched_name_warning("sshd", &[]),
+            "Warning: no process named `sshd` ran during the session."
+        );
+        let warning = unmatched_name_warning("sshd", &[7, 8, 9, 10, 11, 12, 13]);
+        assert!(
+            warning.starts_with(
+                "Warning: tasks named `sshd` are running (pid 7, 8, 9, 10, 11 and 2 more) but \
+                 made no counted call"
+            ),
+            "{warning}"
+        );
+    }
 }
