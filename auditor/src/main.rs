@@ -456,6 +456,10 @@ fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     let mut replay = Replay::default();
     replay.ingest_logs(&args.logs);
+    // Nothing to count is one line, not a page of empty tables.
+    if let Some(why) = replay.nothing_read() {
+        anyhow::bail!("{why}");
+    }
     let names: Vec<String> = args.logs.iter().map(|p| p.display().to_string()).collect();
     let target = format!("strace log {}", names.join(" "));
     let output = (&args.output, outputs);

@@ -291,3 +291,42 @@ fn more_names_than_the_probe_holds_are_refused_with_the_limit() {
         "{stderr}"
     );
 }
+
+/// An input with nothing to count — a log that cannot be read, or that holds no strace
+/// line — is one line on stderr naming it, exit 1, and no report.
+#[test]
+fn an_input_with_no_strace_output_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_log = dir.path().join("notes.txt");
+    std::fs::write(&not_a_log, "hello\nworld\n").unwrap();
+    let missing = dir.path().join("missing.log");
+    for (input, says) in [
+        (&missing, "missing.log cannot be read (No such file"),
+        (&not_a_log, "2 lines are not strace output (the first, "),
+    ] {
+        let output = Command::new(AUDITOR)
+            .arg("ingest")
+            .arg(input)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        assert!(output.stdout.is_empty());
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("auditor: no strace output to count: "),
+            "{stderr}"
+        );
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    // One readable log among them: a report, and the partial read's status.
+    let log = common::fixture("ssh.log");
+    let output = Command::new(AUDITOR)
+        .arg("ingest")
+        .arg(&log)
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(!output.stdout.is_empty());
+}

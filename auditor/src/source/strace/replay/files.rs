@@ -164,6 +164,7 @@ impl Replay {
             *calls += other;
         }
         self.execs += other.execs;
+        self.strace_lines += other.strace_lines;
         self.exes.extend(other.exes);
         self.unparsed.merge(other.unparsed, offset);
         self.undecodable.merge(other.undecodable, offset);

@@ -69,6 +69,8 @@ pub struct Replay {
     last_frames: Vec<Frame>,
     /// Successful `execve` calls: a live strace of a command shows that it started.
     execs: u64,
+    /// Lines read as strace's (calls, their ends, signals and exits, stack frames).
+    strace_lines: u64,
     /// The executable each (thread, name) exec'd.
     exes: BTreeMap<(u32, String), String>,
 }
@@ -268,6 +270,9 @@ impl Replay {
     }
 
     fn item(&mut self, file: &str, item: Item<&str>) {
+        if !matches!(item, Item::Unparsed { .. }) {
+            self.strace_lines += 1;
+        }
         if let Item::Frame { frame, .. } = item {
             return self.frame(frame);
         }
@@ -289,6 +294,34 @@ impl Replay {
     /// Successful `execve` calls replayed.
     pub fn execs(&self) -> u64 {
         self.execs
+    }
+
+    /// Lines read as strace's: none means the input held no strace output at all.
+    pub fn strace_lines(&self) -> u64 {
+        self.strace_lines
+    }
+
+    /// Why nothing of the input could be used (no strace line in it), in one line: each
+    /// file that could not be read and why, and how many lines were not strace's.
+    pub fn nothing_read(&self) -> Option<String> {
+        if self.strace_lines > 0 {
+            return None;
+        }
+        let mut why: Vec<String> = self
+            .unreadable_files
+            .iter()
+            .map(|(file, why)| format!("{file} cannot be read ({why})"))
+            .collect();
+        if let Some((file, line, reason)) = self.unparsed.first() {
+            why.push(format!(
+                "{} not strace output (the first, {file}:{line}: {reason})",
+                crate::report::counted(self.unparsed.count, "line is", "lines are")
+            ));
+        }
+        if why.is_empty() {
+            why.push("the input is empty".to_string());
+        }
+        Some(format!("no strace output to count: {}", why.join("; ")))
     }
 
     /// Lines or calls that could not be read.

@@ -40,6 +40,13 @@ impl Quoted {
         }
     }
 
+    /// The first place kept (file, line, why).
+    pub fn first(&self) -> Option<(&str, u64, &str)> {
+        self.first
+            .first()
+            .map(|(file, line, why)| (file.as_str(), *line, why.as_str()))
+    }
+
     /// "1 line is ...: f:3: why" or "N lines are ...: f:3: why; f:9: why; ...".
     pub fn note(&self, one: &str, many: &str) -> String {
         let places: Vec<String> = self
