@@ -480,9 +480,7 @@ impl Allocator {
             }
         }
     }
-}
 
-impl Allocator {
     /// [`Allocator::outcome`] when whether the arguments refuse the call may be unknown
     /// (None: an open's name that could not be read): then the error a refusal gives
     /// (ENOENT, for an empty name) does not tell whether the allocation ran.

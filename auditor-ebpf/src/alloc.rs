@@ -222,10 +222,8 @@ fn exit(ctx: &TracePointContext) {
         );
     }
     // fcntl's calls are counted at entry, all of them.
-    if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize)
-        && *syscall != Syscall::Fcntl
-    {
-        tally::call(*syscall);
+    if pending.syscall != Syscall::Fcntl as u32 {
+        tally::call_numbered(pending.syscall);
     }
 }
 

@@ -2,9 +2,8 @@
 //! unshare with CLONE_FILES of a table shared with other tasks, copy the caller's fd
 //! table, which past the 64 fds `files_struct` embeds allocates one of its own
 //! (`alloc_fdtable`, the growth's tests: `auditor_common::fd::copy_table`). Entry reads how
-//! many slots the copy needs; exit learns from the return value whether it ran.
-
-use core::ffi::c_void;
+//! many slots the copy needs (`task::copied_size`); exit learns from the return value
+//! whether it ran.
 
 use auditor_common::{
     Syscall,
@@ -73,9 +72,7 @@ fn exit(ctx: &TracePointContext) {
         return;
     };
     model(&mut row, &pending, Some(exit_ret(ctx)));
-    if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
-        tally::call(*syscall);
-    }
+    tally::call_numbered(pending.syscall);
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_fork")]
@@ -135,65 +132,4 @@ exits! {
     clone_exit => "sys_exit_clone",
     clone3_exit => "sys_exit_clone3",
     unshare_exit => "sys_exit_unshare",
-}
-
-/// The highest open fd's word, searched from the top of `open_fds`.
-#[repr(C)]
-struct LastWord {
-    open_fds: u64,
-    words: u32,
-    /// The word's index plus one (0: none found yet).
-    found: u32,
-    failed: u32,
-}
-
-/// `sane_fdtable_size()` of the current table: the slots a copy needs (None: unreadable).
-pub fn copied_size(open_fds: u64, max_fds: u32) -> Option<u32> {
-    if max_fds <= fd::NR_OPEN_DEFAULT {
-        // A table of 64 fds at most needs no more.
-        return Some(fd::NR_OPEN_DEFAULT);
-    }
-    let mut state = LastWord {
-        open_fds,
-        words: max_fds / fd::BITS_PER_LONG,
-        found: 0,
-        failed: 0,
-    };
-    // SAFETY: last_word matches bpf_loop's callback signature; `state` outlives the loop.
-    let done = unsafe {
-        aya_ebpf::helpers::generated::bpf_loop(
-            state.words,
-            last_word as *mut c_void,
-            (&raw mut state).cast(),
-            0,
-        )
-    };
-    if done < 0 || state.failed != 0 {
-        return None;
-    }
-    let last = state
-        .found
-        .checked_sub(1)
-        .map(|word| word * fd::BITS_PER_LONG);
-    Some(fd::copied_size(last))
-}
-
-#[inline(never)]
-extern "C" fn last_word(index: u32, context: *mut c_void) -> i64 {
-    // SAFETY: the LastWord `copied_size` passed, on its stack for the loop.
-    let state = unsafe { &mut *context.cast::<LastWord>() };
-    let Some(word) = state.words.checked_sub(index + 1) else {
-        return 1;
-    };
-    match task::read_word(state.open_fds + u64::from(word) * 8) {
-        None => {
-            state.failed = 1;
-            1
-        }
-        Some(0) => 0,
-        Some(_) => {
-            state.found = word + 1;
-            1
-        }
-    }
 }

@@ -117,9 +117,7 @@ fn exit(ctx: &TracePointContext) {
         || walk(pending.arg, pending.count),
         &task::Current,
     );
-    if let Some(syscall) = Syscall::ALL.get(pending.syscall as usize) {
-        tally::call(*syscall);
-    }
+    tally::call_numbered(pending.syscall);
 }
 
 /// One walk over a pollfd array, in per-CPU map memory rather than on the stack: the

@@ -7,6 +7,8 @@ use auditor_common::{
     dup::DupTable,
     fd::{self, AllocStart, FdFile, TaskState},
 };
+use core::ffi::c_void;
+
 use aya_ebpf::helpers::{bpf_probe_read_kernel, generated::bpf_get_current_task_btf};
 
 #[unsafe(no_mangle)]
@@ -154,19 +156,74 @@ pub fn max_fds() -> Option<u32> {
 /// The word at `address`, at a variable index into a bitmap: the verifier checks BTF loads
 /// at constant offsets only, so this one is a probe read.
 #[inline(never)]
-pub fn read_word(address: u64) -> Option<u64> {
+fn read_word(address: u64) -> Option<u64> {
     // SAFETY: bpf_probe_read_kernel checks the address; a fault is an Err.
     unsafe { bpf_probe_read_kernel(address as *const u64) }.ok()
 }
 
-/// The slots a copy of the current table needs (`sane_fdtable_size()`).
+/// The highest open fd's word, searched from the top of `open_fds`.
+#[repr(C)]
+struct LastWord {
+    open_fds: u64,
+    words: u32,
+    /// The word's index plus one (0: none found yet).
+    found: u32,
+    failed: u32,
+}
+
+/// `sane_fdtable_size()` of the current table: the slots a copy of it needs (None:
+/// unreadable).
 pub fn copied_size() -> Option<u32> {
     let offsets = offsets()?;
     let fdt = fdtable(&offsets, files(&offsets)?)?;
-    crate::copy::copied_size(
-        fdt.load(offsets.fdt_open_fds),
-        fdt.load(offsets.fdt_max_fds),
-    )
+    let max_fds: u32 = fdt.load(offsets.fdt_max_fds);
+    if max_fds <= fd::NR_OPEN_DEFAULT {
+        // A table of 64 fds at most needs no more.
+        return Some(fd::NR_OPEN_DEFAULT);
+    }
+    let mut state = LastWord {
+        open_fds: fdt.load(offsets.fdt_open_fds),
+        words: max_fds / fd::BITS_PER_LONG,
+        found: 0,
+        failed: 0,
+    };
+    // SAFETY: last_word matches bpf_loop's callback signature; `state` outlives the loop.
+    let done = unsafe {
+        aya_ebpf::helpers::generated::bpf_loop(
+            state.words,
+            last_word as *mut c_void,
+            (&raw mut state).cast(),
+            0,
+        )
+    };
+    if done < 0 || state.failed != 0 {
+        return None;
+    }
+    let last = state
+        .found
+        .checked_sub(1)
+        .map(|word| word * fd::BITS_PER_LONG);
+    Some(fd::copied_size(last))
+}
+
+#[inline(never)]
+extern "C" fn last_word(index: u32, context: *mut c_void) -> i64 {
+    // SAFETY: the LastWord `copied_size` passed, on its stack for the loop.
+    let state = unsafe { &mut *context.cast::<LastWord>() };
+    let Some(word) = state.words.checked_sub(index + 1) else {
+        return 1;
+    };
+    match read_word(state.open_fds + u64::from(word) * 8) {
+        None => {
+            state.failed = 1;
+            1
+        }
+        Some(0) => 0,
+        Some(_) => {
+            state.found = word + 1;
+            1
+        }
+    }
 }
 
 /// fs.nr_open as the session found it (0 when the task offsets are unknown).

@@ -79,7 +79,7 @@ pub fn groups<'a>(
                     Some(GroupSite {
                         id: site.info.id,
                         counts,
-                        verdict: verdict::judge(hint_of(site), &counts),
+                        verdict: verdict::judge(site.judged_hint(), &counts),
                     })
                 })
                 .collect();
@@ -92,10 +92,6 @@ pub fn groups<'a>(
         .collect()
 }
 
-fn hint_of(site: &SiteReport) -> Hint {
-    site.proposed_hint.unwrap_or(site.info.hint)
-}
-
 /// Per hinted site reached by more than one group: how the groups' verdicts split, and
 /// whether the one with the most rare evaluations decides the pooled verdict, e.g.
 /// `poll.fd_negative: wrong pooled; per program: holds for 12, wrong for 1. Without
@@ -104,7 +100,7 @@ pub fn pooled_notes(sites: &[SiteReport], by: GroupBy, groups: &[GroupReport]) -
     let mut notes = Vec::new();
     for site in sites
         .iter()
-        .filter(|s| s.measured && hint_of(s) != Hint::None)
+        .filter(|s| s.measured && s.judged_hint() != Hint::None)
     {
         let reached: Vec<(&str, &GroupSite)> = groups
             .iter()
@@ -139,7 +135,7 @@ pub fn pooled_notes(sites: &[SiteReport], by: GroupBy, groups: &[GroupReport]) -
             without.taken -= row.counts.taken;
             without.not_taken -= row.counts.not_taken;
             without.unreadable -= row.counts.unreadable;
-            let kind = verdict::judge(hint_of(site), &without).kind;
+            let kind = verdict::judge(site.judged_hint(), &without).kind;
             if kind != site.verdict.kind && kind != VerdictKind::NoData {
                 let verdict = match kind {
                     VerdictKind::Holds => "it holds".to_string(),

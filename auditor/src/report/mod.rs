@@ -157,6 +157,13 @@ pub struct SiteReport {
     pub absent_in_kernels: Vec<String>,
 }
 
+impl SiteReport {
+    /// The hint the site is judged on: a proposed one (`--propose`), else the kernel's.
+    pub fn judged_hint(&self) -> Hint {
+        self.proposed_hint.unwrap_or(self.info.hint)
+    }
+}
+
 /// Evaluations of a site's rare arm made by one piece of code.
 #[derive(Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RareCaller {
@@ -432,7 +439,7 @@ impl Report {
     /// Works out, per site, which processes took the arm its hint calls rare.
     fn refresh_rare_sources(&mut self) {
         for site in &mut self.sites {
-            let hint = site.proposed_hint.unwrap_or(site.info.hint);
+            let hint = site.judged_hint();
             site.rare_arm = verdict::rare_arm(hint, &site.counts);
             site.rare_from = self
                 .processes

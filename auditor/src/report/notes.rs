@@ -59,7 +59,7 @@ pub(super) fn site_notes(sites: &[SiteReport]) -> Vec<String> {
     // One note for every hinted site never reached: the same condition, the same remedy.
     let never: Vec<&SiteReport> = sites
         .iter()
-        .filter(|s| s.measured && s.counts.total() == 0 && hint_of(s) != Hint::None)
+        .filter(|s| s.measured && s.counts.total() == 0 && s.judged_hint() != Hint::None)
         .filter(|s| s.verdict.settles_from.is_some())
         .collect();
     if let Some(first) = never.first() {
@@ -106,7 +106,7 @@ pub(super) fn site_notes(sites: &[SiteReport]) -> Vec<String> {
 /// unclear: 0 of 30 evaluations went against `unlikely` (up to 11.35%); with no more against
 /// it, it holds at the 10% bar from 35 evaluations on.`
 fn settling_note(site: &SiteReport) -> Option<String> {
-    let hint = site.proposed_hint.unwrap_or(site.info.hint);
+    let hint = site.judged_hint();
     let settles_from = site.verdict.settles_from?;
     if hint == Hint::None || !site.measured {
         return None;
@@ -128,11 +128,6 @@ fn settling_note(site: &SiteReport) -> Option<String> {
     ))
 }
 
-/// The hint a site is judged on: a proposed one, else the kernel's.
-fn hint_of(site: &SiteReport) -> Hint {
-    site.proposed_hint.unwrap_or(site.info.hint)
-}
-
 /// By how much a costly hint misses: `poll.fd_negative: costly: 1149070 of 3533812
 /// evaluations went against `unlikely`: at least 32.47%, 3.2 times the 10% a compiler
 /// takes a hint to miss.`
@@ -140,7 +135,7 @@ fn costly_note(site: &SiteReport) -> Option<String> {
     if site.verdict.kind != verdict::VerdictKind::Costly || !site.measured {
         return None;
     }
-    let hint = site.proposed_hint.unwrap_or(site.info.hint);
+    let hint = site.judged_hint();
     let low = site.verdict.mispredicted_low;
     Some(format!(
         "{}: costly: {} of {} went against `{}`: at least {}, {:.1} times the {:.0}% a \
@@ -158,7 +153,7 @@ fn costly_note(site: &SiteReport) -> Option<String> {
 /// Who took a site's rare arm: the first few processes by evaluations, and how many more;
 /// with stacks, the code that made those calls too.
 pub(super) fn rare_note(site: &SiteReport) -> String {
-    let hint = site.proposed_hint.unwrap_or(site.info.hint);
+    let hint = site.judged_hint();
     let why = match hint {
         Hint::None => "the minority".to_string(),
         hint => format!("against `{}`", hint.name()),

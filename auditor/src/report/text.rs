@@ -175,7 +175,7 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
                 let Some(site) = report.sites.iter().find(|s| s.info.id == row.id) else {
                     continue;
                 };
-                if site.proposed_hint.unwrap_or(site.info.hint) == Hint::None {
+                if site.judged_hint() == Hint::None {
                     continue;
                 }
                 let evidence = evidence(site, &row.counts, &row.verdict);
