@@ -75,6 +75,7 @@ fn table_report_of_the_default_workload() {
 #[ignore = "needs root to drop privileges for the check: run `cargo xtask test` as root"]
 fn without_privileges_it_says_what_is_missing() {
     require_privileges();
+    common::packages::require("util-linux");
     let output = Command::new("setpriv")
         .args([
             "--reuid=65534",

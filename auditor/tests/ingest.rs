@@ -55,6 +55,7 @@ fn logged_report(steps: &str) -> serde_json::Value {
 
 #[test]
 fn a_workload_log_gives_the_exact_counts() {
+    common::packages::require("strace");
     logged_report(STEPS);
 }
 
@@ -62,6 +63,7 @@ fn a_workload_log_gives_the_exact_counts() {
 /// decide both sites (as the probe's test of the same steps in `trace.rs`).
 #[test]
 fn dup_sites_both_ways_from_a_log() {
+    common::packages::require("strace");
     let report = logged_report("dup2:7:3 dup3:9:4:2 fork dup2:2:2 dup3:3:0:3");
     // 7 + 2 + the set-up's 64 dup2 calls; 3 + 2 onto the same fd.
     assert_eq!(json_counts(&report, "dup2.same_fd"), Counts::new(5, 68, 0));
@@ -82,6 +84,7 @@ fn dup_sites_both_ways_from_a_log() {
 #[test]
 #[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
 fn epoll_ctl_sites_from_a_log() {
+    common::packages::require("strace");
     let report =
         assert_attached_log_exact("wait epoll_ctl:5 epoll-paths:502 epoll_ctl:2 epoll-paths:4");
     // 5 + 502 + 2 + 4 adds not nested, 500 + 4 nested ones within the limit, 2 refused for
@@ -101,6 +104,7 @@ fn epoll_ctl_sites_from_a_log() {
 /// table, decides them: `trace.rs`).
 #[test]
 fn a_dup2_of_a_closed_fd_is_unreadable_from_a_log() {
+    common::packages::require("strace");
     let report = ingested("dup2-closed:3");
     assert_eq!(
         json_counts(&report, "dup3.oldfd_not_open"),
@@ -123,11 +127,13 @@ fn strace_report(options: &[&str]) -> serde_json::Value {
 
 #[test]
 fn auditor_strace_runs_strace_and_counts_the_same() {
+    common::packages::require("strace");
     assert_exact_from_strace(&strace_report(&[]), STEPS);
 }
 
 #[test]
 fn auditor_strace_with_stacks_names_the_code_that_took_the_rare_arm() {
+    common::packages::require("strace");
     let report = strace_report(&["--stacks"]);
     // Stacks change no count.
     assert_exact_from_strace(&report, STEPS);
@@ -255,6 +261,7 @@ fn assert_attached_log_exact(steps: &str) -> serde_json::Value {
 #[test]
 #[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
 fn auditor_strace_attaches_to_a_pid() {
+    common::packages::require("strace");
     assert_attached_log_exact("wait poll:3:10:2:1 select:2:-1 close:1:1");
 }
 
@@ -262,6 +269,7 @@ fn auditor_strace_attaches_to_a_pid() {
 /// strace 6.1 does not know fchmodat2, and the report says its calls are not counted.
 #[test]
 fn fchmodat_flags_from_a_log() {
+    common::packages::require("strace");
     let report = ingested("chmod:3 fchmodat2:5:2 fork chmod:1");
     assert_eq!(
         json_counts(&report, "fchmodat.bad_flags"),
@@ -279,6 +287,7 @@ fn fchmodat_flags_from_a_log() {
 #[test]
 #[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
 fn open_checks_both_ways_from_a_log() {
+    common::packages::require("strace");
     let report = assert_attached_log_exact(
         "wait open:3 open-badflags:2 openat2:2:24 openat2:3:12 openat2:1:8192 openat2:1:32 \
          openat2-badmode:2",
@@ -304,6 +313,7 @@ fn open_checks_both_ways_from_a_log() {
 #[test]
 #[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
 fn fd_prepare_sites_both_ways_from_a_log() {
+    common::packages::require("strace");
     let report = assert_attached_log_exact(
         "wait open:5 open-enoent:3 open-emfile:2 accept-eagain:4 eventfd:2 epoll_create:1 \
          userfaultfd:1 pidfd_getfd:2 memfd_create:3 signalfd4:1 inotify_init1:1 timerfd_create:1 \
@@ -332,6 +342,7 @@ fn fd_prepare_sites_both_ways_from_a_log() {
 #[test]
 #[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
 fn errors_before_and_after_the_allocation_from_a_log() {
+    common::packages::require("strace");
     let report = assert_attached_log_exact(
         "wait accept-einval:3 accept-badflags:2 openat2-cached:2 open-unmapped:3",
     );

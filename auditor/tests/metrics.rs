@@ -148,10 +148,7 @@ fn url_encoded(text: &str) -> String {
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn prometheus_sums_are_the_reports_counts() {
     require_privileges();
-    assert!(
-        std::path::Path::new("/usr/bin/prometheus").exists(),
-        "Debian's prometheus is not installed (`.ci/run` installs it: apt-get install prometheus)"
-    );
+    common::packages::require("prometheus");
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
     let (mut auditor, address) = session_with_metrics(

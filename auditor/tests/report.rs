@@ -355,6 +355,7 @@ fn markdown_tables_parse_as_tables() {
 /// `--group-by`), that renders to a picture with something on it.
 #[test]
 fn the_picture_has_a_mark_per_site_and_renders() {
+    common::packages::require("fonts-dejavu-core");
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("report.svg");
     let log = fixture("http-server-curl.log");

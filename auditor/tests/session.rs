@@ -394,6 +394,7 @@ fn the_auditor_exits_with_the_commands_status() {
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn a_tracefs_this_user_cannot_read_is_named_as_such() {
     require_privileges();
+    common::packages::require("util-linux");
     let output = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .args([

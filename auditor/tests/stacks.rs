@@ -68,6 +68,7 @@ const FD_NEGATIVE: &str = "poll.fd_negative";
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn the_probe_names_the_function_behind_the_rare_arm() {
+    common::packages::require("gcc");
     require_privileges();
     let (_dir, program) = build_program();
     // Only the site shown takes stacks (the loader's opens take some elsewhere).
@@ -121,6 +122,8 @@ fn the_probe_names_the_function_behind_the_rare_arm() {
 /// strace `-k` sees every call: the same function, with every rare evaluation.
 #[test]
 fn strace_names_the_same_function() {
+    common::packages::require("gcc");
+    common::packages::require("strace");
     let (_dir, program) = build_program();
     let report = report(&["strace", "--stacks"], &program);
     assert_eq!(
@@ -139,6 +142,7 @@ fn strace_names_the_same_function() {
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn a_jit_in_the_place_of_a_file_is_not_named_after_it() {
+    common::packages::require("gcc");
     require_privileges();
     let (_dir, program) = build("jit_polls");
     let calls = "20";

@@ -26,6 +26,7 @@ fn sleeper() -> Child {
 
 #[test]
 fn a_signal_to_the_auditor_alone_ends_the_command_and_the_session() {
+    common::packages::require("strace");
     let child = common::start(&[
         "strace",
         "--format",
@@ -52,6 +53,7 @@ fn a_signal_to_the_auditor_alone_ends_the_command_and_the_session() {
 #[test]
 #[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
 fn a_signal_to_the_auditor_alone_detaches_from_pids_and_reports() {
+    common::packages::require("strace");
     common::require_privileges();
     let mut target = sleeper();
     let pid = target.id();
@@ -74,6 +76,7 @@ fn a_signal_to_the_auditor_alone_detaches_from_pids_and_reports() {
 #[test]
 #[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
 fn a_duration_ends_an_strace_session() {
+    common::packages::require("strace");
     common::require_privileges();
     let mut target = sleeper();
     let pid = target.id().to_string();
@@ -104,6 +107,7 @@ fn a_duration_ends_an_strace_session() {
 /// once strace ran the command, the command's status is the auditor's.
 #[test]
 fn exit_statuses_say_whether_strace_ran_the_command() {
+    common::packages::require("strace");
     let run = |args: &[&str]| {
         let output = Command::new(AUDITOR).args(args).output().unwrap();
         (
@@ -136,6 +140,7 @@ fn exit_statuses_say_whether_strace_ran_the_command() {
 /// command is started, the file with `-o`.
 #[test]
 fn the_report_does_not_share_the_commands_stdout() {
+    common::packages::require("strace");
     let script = ["--", "sh", "-c", "echo from-the-command"];
     let output = Command::new(AUDITOR)
         .args(["strace", "--format", "json"])
@@ -183,6 +188,7 @@ fn the_report_does_not_share_the_commands_stdout() {
 /// Per-process rows name the executable each process ran (from its execve).
 #[test]
 fn per_process_rows_name_the_executable() {
+    common::packages::require("strace");
     let report = common::json_report(&[
         "strace".as_ref(),
         "--format".as_ref(),

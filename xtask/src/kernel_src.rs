@@ -1,24 +1,25 @@
 //! `cargo xtask kernel-src`: Debian's kernel source of a release, fs/ and include/ only,
 //! into `target/kernel-src/linux-source-VERSION` (what `auditor sites --kernel-src` reads
-//! and the catalogue's test against the newest tree looks for). A release the machine's
-//! suite does not carry (7.2: Debian's unstable suite, sid) is fetched through an apt state
-//! of its own ([`crate::apt`]), so the machine's packages are left as they are. Never
-//! run by CI: it downloads ~160 MB.
+//! and the catalogue's test against the newest tree looks for). The release says which
+//! suite carries it ([`crate::releases`]); the package is fetched through an apt state of
+//! its own ([`crate::apt`]), so the machine's packages are left as they are. Never run by
+//! CI: it downloads ~160 MB.
 
 use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context as _, bail};
 
-use crate::{apt, exec, workspace_root};
+use crate::{apt, exec, releases, workspace_root};
 
 #[derive(clap::Args)]
 pub struct Options {
     /// The kernel release, as Debian names its package (`linux-source-VERSION`).
     #[arg(default_value = "7.2")]
     version: String,
-    /// The Debian suite that carries it.
-    #[arg(long, default_value = "sid")]
-    suite: String,
+    /// The Debian suite that carries it; by default the one the release is known in
+    /// (5.10 bullseye, 6.1 bookworm, 6.12 bookworm-backports, 7.2 sid).
+    #[arg(long)]
+    suite: Option<String>,
 }
 
 /// Where the tree of `version` goes.
@@ -34,9 +35,23 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         println!("{} is there already", tree.display());
         return Ok(());
     }
-    let apt = workspace_root().join("target/kernel-src/apt");
+    let suite = match &options.suite {
+        Some(suite) => suite.clone(),
+        None => releases::release(&options.version)
+            .with_context(|| {
+                format!(
+                    "which suite carries linux-source-{}? name it with --suite",
+                    options.version
+                )
+            })?
+            .suite
+            .to_string(),
+    };
+    // One apt state per suite: lists of one suite are not mistaken for another's.
+    let apt = workspace_root().join("target/kernel-src/apt").join(&suite);
     let package = format!("linux-source-{}", options.version);
-    let suite = apt::Suite::update(&apt, &options.suite)?;
+    println!("kernel-src: {package} from Debian's {suite}");
+    let suite = apt::Suite::update(&apt, &suite)?;
     let deb = suite
         .download(std::slice::from_ref(&package), &apt)?
         .pop()

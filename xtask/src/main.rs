@@ -7,9 +7,11 @@ mod fixtures;
 mod fuzz;
 mod kernel_src;
 mod oracle;
+mod releases;
 mod run;
 mod setup;
 mod test;
+mod test_packages;
 mod vm;
 
 use std::process::{Command, ExitCode};

@@ -33,9 +33,8 @@ use crate::{
     workspace_root,
 };
 
-/// The release built: Debian's `linux-source-VERSION` from `SUITE`.
+/// The release built: Debian's `linux-source-VERSION`, from the suite that carries it.
 const VERSION: &str = "7.2";
-const SUITE: &str = "sid";
 
 /// What the kernel's build needs of Debian: kconfig's parser (flex, bison), bc for its
 /// constants, libelf for objtool, pahole for BTF, cpio for the in-kernel headers.
@@ -72,7 +71,7 @@ fn fetch_tree() -> anyhow::Result<PathBuf> {
     }
     let apt_dir = dir().join("apt");
     let package = format!("linux-source-{VERSION}");
-    let suite = apt::Suite::update(&apt_dir, SUITE)?;
+    let suite = apt::Suite::update(&apt_dir, crate::releases::release(VERSION)?.suite)?;
     let deb = suite
         .download(std::slice::from_ref(&package), &apt_dir)?
         .pop()

@@ -87,17 +87,38 @@ pub fn ensure_packages(packages: &[&str], what: &str) -> anyhow::Result<()> {
         "setup: installing {} from Debian ({what})",
         missing.join(", ")
     );
-    exec(Command::new("apt-get").arg("update").arg("-qq")).context("apt-get update")?;
-    exec(
-        Command::new("apt-get")
-            .args(["install", "-y", "-qq", "--no-install-recommends"])
-            .args(&missing)
-            .env("DEBIAN_FRONTEND", "noninteractive"),
-    )
-    .with_context(|| format!("installing {}", missing.join(", ")))
+    apt_install(&missing)
 }
 
-fn is_root() -> bool {
+/// `apt-get install` of Debian's `packages` (as root), with its lists updated first. What
+/// apt and dpkg print is shown only when they fail: the caller names what it installs.
+pub fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
+    let quiet = |command: &mut Command| -> anyhow::Result<()> {
+        let output = command
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .output()
+            .with_context(|| format!("cannot run {command:?}"))?;
+        if !output.status.success() {
+            bail!(
+                "{command:?} failed: {}\n{}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(())
+    };
+    quiet(Command::new("apt-get").args(["update", "-qq"])).context("apt-get update")?;
+    quiet(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(packages),
+    )
+    .with_context(|| format!("installing {}", packages.join(", ")))
+}
+
+/// Whether this runs as root (installs need it, and so do the privileged tests).
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()

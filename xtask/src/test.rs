@@ -1,5 +1,6 @@
-//! `cargo xtask test`: every test. Formatting and clippy (host crates and the probe), unit
-//! and integration tests, and, as root, the privileged eBPF tests (`#[ignore]`d for a plain
+//! `cargo xtask test`: every test. Installs the Debian packages the tests need
+//! ([`test_packages`]), then formatting and clippy (host crates and the probe), unit and
+//! integration tests, and, as root, the privileged eBPF tests (`#[ignore]`d for a plain
 //! `cargo test`), which run one at a time since they share the kernel.
 
 use std::{
@@ -9,7 +10,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use crate::{exec, setup, vm, workspace_root};
+use crate::{exec, setup, setup::is_root, test_packages, vm, workspace_root};
 
 #[derive(clap::Args)]
 pub struct Options {
@@ -45,13 +46,6 @@ fn cargo(args: &[&str]) -> Command {
     command
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
 /// Tracepoints attach through tracefs, which a fresh machine does not mount.
 fn mount_tracefs() -> anyhow::Result<()> {
     if std::path::Path::new("/sys/kernel/tracing/events").is_dir() {
@@ -80,6 +74,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             readme: options.readme,
         });
     }
+    let skipped = test_packages::ensure()?;
     if !options.no_lint {
         exec(&mut cargo(&["fmt", "--all", "--check"]))?;
         exec(&mut cargo(&[
@@ -111,7 +106,21 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         )?;
     }
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    let mut test = cargo(&["test", "--workspace", "--exclude", "auditor-ebpf", "--"]);
+    // Every test binary runs, whichever fails: one failure does not hide the rest.
+    let mut test = cargo(&[
+        "test",
+        "--workspace",
+        "--exclude",
+        "auditor-ebpf",
+        "--no-fail-fast",
+        "--",
+    ]);
+    if !skipped.is_empty() {
+        test.arg("--exact");
+        for name in skipped {
+            test.args(["--skip", name]);
+        }
+    }
     if is_root() {
         mount_tracefs()?;
         test.args(["--include-ignored", "--test-threads=1"]);
@@ -132,6 +141,8 @@ struct Totals {
     passed: u64,
     failed: u64,
     ignored: u64,
+    /// Left out by `--skip`: the tests whose packages are missing.
+    filtered_out: u64,
 }
 
 impl Totals {
@@ -141,6 +152,10 @@ impl Totals {
             return;
         };
         for part in rest.split(';') {
+            if let Some(count) = part.trim().strip_suffix(" filtered out") {
+                self.filtered_out += count.parse::<u64>().unwrap_or(0);
+                continue;
+            }
             let mut words = part.split_whitespace().rev();
             let (Some(what), Some(count)) = (words.next(), words.next()) else {
                 continue;
@@ -174,7 +189,9 @@ fn run_counted(test: &mut Command) -> anyhow::Result<()> {
     let status = child.wait()?;
     println!(
         "\ntests: {} passed, {} failed, {} skipped",
-        totals.passed, totals.failed, totals.ignored
+        totals.passed,
+        totals.failed,
+        totals.ignored + totals.filtered_out
     );
     if !status.success() {
         bail!("{test:?} failed: {status}");
@@ -191,7 +208,7 @@ mod tests {
         let mut totals = Totals::default();
         totals.add_line("test result: ok. 15 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s");
         totals.add_line(
-            "test result: FAILED. 6 passed; 2 failed; 3 ignored; 0 measured; 0 filtered out",
+            "test result: FAILED. 6 passed; 2 failed; 3 ignored; 0 measured; 4 filtered out",
         );
         totals.add_line("test foo ... ok");
         assert_eq!(
@@ -199,7 +216,8 @@ mod tests {
             Totals {
                 passed: 21,
                 failed: 2,
-                ignored: 3
+                ignored: 3,
+                filtered_out: 4,
             }
         );
     }

@@ -1,6 +1,11 @@
 //! The report built from fixed tallies: verdicts, notes, proposals, filters, groups; and
 //! every renderer, writing a fixed report into a `Vec<u8>`.
 
+/// The Debian packages the tests need: the font of the SVG's labels.
+#[path = "../../tests/common/packages.rs"]
+#[allow(dead_code, reason = "the list serves every test crate")]
+mod packages;
+
 use super::*;
 use crate::{
     tally::Process,
@@ -348,9 +353,7 @@ fn sites_whose_branch_the_runs_kernel_lacks() {
 /// as an XML parser reads it.
 #[test]
 fn the_svg_of_hostile_names_is_valid_xml() {
-    if super::svg::can_draw().is_err() {
-        panic!("no font for the SVG (Debian: apt-get install fonts-dejavu-core)");
-    }
+    packages::require("fonts-dejavu-core");
     let report = fixed_report().grouped(Some(super::groups::GroupBy::Program));
     let text = super::svg::render(&report).unwrap();
     let tree = resvg::usvg::Tree::from_str(&text, &resvg::usvg::Options::default());

@@ -1,6 +1,8 @@
 //! Helpers of the privileged tests: the privilege check, the workload binary, and the
 //! exact comparison of a session's counts with a workload's expected ones.
 
+pub mod packages;
+
 use std::{collections::BTreeMap, ffi::OsString};
 
 use auditor::{

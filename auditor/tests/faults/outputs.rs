@@ -84,6 +84,7 @@ fn an_input_named_as_the_output_is_refused_and_kept() {
 
 #[test]
 fn planted_links_and_fifos_are_refused_at_once() {
+    crate::common::packages::require("fonts-dejavu-core");
     let dir = tempfile::tempdir().unwrap();
     let report = saved(dir.path());
     let secret = dir.path().join("secret");
@@ -109,6 +110,7 @@ fn planted_links_and_fifos_are_refused_at_once() {
 
 #[test]
 fn a_bad_svg_path_is_refused_before_anything_is_read_or_written() {
+    crate::common::packages::require("fonts-dejavu-core");
     let dir = tempfile::tempdir().unwrap();
     let report = saved(dir.path());
     let out = dir.path().join("out.json");
@@ -171,6 +173,7 @@ impl Drop for SmallDisk {
 #[test]
 #[ignore = "mounts a tmpfs: needs root (`cargo xtask test`)"]
 fn a_full_disk_leaves_the_previous_report_and_never_costs_the_report_its_svg() {
+    crate::common::packages::require("fonts-dejavu-core");
     require_privileges();
     let dir = tempfile::tempdir().unwrap();
     let report = saved(dir.path());
@@ -234,6 +237,7 @@ fn a_killed_session_leaves_the_previous_report() {
 /// never a panic; a reader that goes away early is a quiet end.
 #[test]
 fn a_full_or_closed_stderr_is_an_exit_not_a_panic() {
+    crate::common::packages::require("strace");
     let full = || {
         std::fs::OpenOptions::new()
             .write(true)

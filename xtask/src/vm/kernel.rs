@@ -10,54 +10,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use crate::{apt, exec, workspace_root};
-
-/// A kernel the matrix boots: a release and the Debian suite whose `linux-image-amd64`
-/// is that release.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Release {
-    pub version: &'static str,
-    pub suite: &'static str,
-    /// Whether the probe loads there (else the auditor must refuse it in one line).
-    pub supported: bool,
-}
-
-/// The kernels the matrix knows, oldest first.
-pub const RELEASES: [Release; 4] = [
-    Release {
-        version: "5.10",
-        suite: "bullseye",
-        supported: false,
-    },
-    Release {
-        version: "6.1",
-        suite: "bookworm",
-        supported: true,
-    },
-    Release {
-        version: "6.12",
-        suite: "bookworm-backports",
-        supported: true,
-    },
-    Release {
-        version: "7.2",
-        suite: "sid",
-        supported: true,
-    },
-];
-
-pub fn release(version: &str) -> anyhow::Result<Release> {
-    RELEASES
-        .into_iter()
-        .find(|release| release.version == version)
-        .with_context(|| {
-            let known: Vec<_> = RELEASES.iter().map(|r| r.version).collect();
-            format!(
-                "no Debian kernel package known for {version}: known are {}",
-                known.join(", ")
-            )
-        })
-}
+use crate::{apt, exec, releases::Release, workspace_root};
 
 /// The modules the guest loads, in an order their dependencies allow, from the package.
 const GUEST_MODULES: [&str; 3] = ["virtio_pci", "9pnet_virtio", "9p"];
@@ -240,11 +193,5 @@ mod tests {
         );
         assert_eq!(module_name("virtio-pci.ko").as_deref(), Some("virtio_pci"));
         assert_eq!(module_name("modules.dep"), None);
-    }
-
-    #[test]
-    fn releases_are_known_by_version() {
-        assert_eq!(release("6.1").unwrap().suite, "bookworm");
-        assert!(release("4.19").is_err());
     }
 }

@@ -270,12 +270,12 @@ fn start_of(output: &str) -> Option<Duration> {
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
     // Every name is checked before anything is built or fetched.
-    let releases: Vec<Option<kernel::Release>> = options
+    let releases: Vec<Option<crate::releases::Release>> = options
         .kernels
         .iter()
         .map(|version| {
             (version != "host")
-                .then(|| kernel::release(version))
+                .then(|| crate::releases::release(version))
                 .transpose()
         })
         .collect::<anyhow::Result<_>>()?;
@@ -338,7 +338,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 /// `binaries` (or the refusal check) in a guest of `release`; the accelerator is decided
 /// at the first boot.
 fn guest_row(
-    release: kernel::Release,
+    release: crate::releases::Release,
     binaries: &[(String, PathBuf)],
     accel: &mut Option<guest::Accel>,
     timeout: Duration,
