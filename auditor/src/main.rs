@@ -83,9 +83,18 @@ struct OutputArgs {
     /// Show only this site (e.g. poll.fd_negative); repeatable. For a commit message.
     #[arg(long = "site", value_name = "SITE", value_parser = parse_site)]
     sites: Vec<auditor_common::Site>,
-    /// Output format.
+    /// Output format: `annotated` is the shape of the kernel's branch profiler
+    /// (trace_stat/branch_annotated): correct, incorrect, % incorrect, function, file:line.
     #[arg(long, value_enum, default_value = "table")]
     format: FormatArg,
+    /// Judge the hints this kernel source tree carries instead of the catalogue's, and show
+    /// each site's file:line in it.
+    #[arg(long, value_name = "DIR")]
+    kernel_src: Option<std::path::PathBuf>,
+    /// The order of the sites: by default the catalogue's, and the largest share against
+    /// the hint first in `--format annotated` and the SVG.
+    #[arg(long, value_enum, value_name = "ORDER")]
+    sort: Option<SortArg>,
     /// Also show counts per process (pid, command name).
     #[arg(long)]
     per_process: bool,
@@ -125,19 +134,28 @@ impl OutputArgs {
             }),
             svg: self.svg.clone(),
             wide: self.wide,
+            sort: self.sort.map(|sort| match sort {
+                SortArg::Catalogue => report::Sort::Catalogue,
+                SortArg::Miss => report::Sort::Miss,
+                SortArg::Evaluations => report::Sort::Evaluations,
+                SortArg::Line => report::Sort::Line,
+            }),
+            kernel_src: self.kernel_src.clone(),
+            tree: None,
         };
         Ok(options.validated()?)
     }
 
-    /// Where the report and its SVG go, checked now so that a bad path fails before the
-    /// session, not after it; never one of `inputs`. Without `-o`, the report goes where
-    /// a started command does not write: stderr when one is started, else stdout.
+    /// The report's options, checked, and where the report and its SVG go, checked now so
+    /// that a bad path fails before the session, not after it; never one of `inputs`.
+    /// Without `-o`, the report goes where a started command does not write: stderr when
+    /// one is started, else stdout.
     fn outputs(
         &self,
         starts_command: bool,
         inputs: &[std::path::PathBuf],
     ) -> anyhow::Result<Outputs> {
-        self.options()?;
+        let options = self.options()?;
         let report = match &self.output {
             Some(path) => Output::named(path, "-o", inputs)?,
             None if starts_command => Output::Stderr,
@@ -156,12 +174,17 @@ impl OutputArgs {
                 svg.display()
             );
         }
-        Ok(Outputs { report, svg })
+        Ok(Outputs {
+            options,
+            report,
+            svg,
+        })
     }
 }
 
-/// Where a report and its picture go.
+/// How a report is shown, and where it and its picture go.
 struct Outputs {
+    options: report::Options,
     report: Output,
     svg: Option<Output>,
 }
@@ -204,7 +227,7 @@ struct SitesArgs {
     kernel_src: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
-    format: FormatArg,
+    format: ListFormatArg,
 }
 
 #[derive(clap::Args)]
@@ -214,7 +237,40 @@ struct HintsArgs {
     kernel_src: std::path::PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
-    format: FormatArg,
+    format: ListFormatArg,
+}
+
+/// The formats of the catalogue's and a tree's listings.
+#[derive(Clone, Copy, ValueEnum)]
+enum ListFormatArg {
+    Table,
+    Markdown,
+    Json,
+    /// For a mail reply.
+    Text,
+}
+
+impl From<ListFormatArg> for Format {
+    fn from(format: ListFormatArg) -> Format {
+        match format {
+            ListFormatArg::Table => Format::Table,
+            ListFormatArg::Markdown => Format::Markdown,
+            ListFormatArg::Json => Format::Json,
+            ListFormatArg::Text => Format::Text,
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SortArg {
+    /// By kernel file, in catalogue order within a file.
+    Catalogue,
+    /// The largest share of evaluations against the hint first (branch_annotated's).
+    Miss,
+    /// The most evaluations first.
+    Evaluations,
+    /// By file and line (the tree's, with --kernel-src).
+    Line,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -234,6 +290,8 @@ enum FormatArg {
     Json,
     /// For a mail reply: plain ASCII, at most 72 columns.
     Text,
+    /// As the kernel's branch profiler shows it (trace_stat/branch_annotated).
+    Annotated,
 }
 
 impl From<FormatArg> for Format {
@@ -243,6 +301,7 @@ impl From<FormatArg> for Format {
             FormatArg::Markdown => Format::Markdown,
             FormatArg::Json => Format::Json,
             FormatArg::Text => Format::Text,
+            FormatArg::Annotated => Format::Annotated,
         }
     }
 }
@@ -345,16 +404,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         status: true,
         empty_programs: args.empty_programs,
         metrics: args.metrics.clone(),
-        stacks: match args.stacks {
-            true => {
-                let options = args.output.options()?;
-                // Stacks for the sites the report shows, of the arm their hint calls rare.
-                Some(auditor::stacks::Arms::of(|site| {
-                    options.shows(site).then(|| options.hint(site))
-                }))
-            }
-            false => None,
-        },
+        stacks: None,
     };
     let command = match &options.target {
         Target::Command(argv) => argv.first().map(|a| a.to_string_lossy().into_owned()),
@@ -362,6 +412,14 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let outputs = args.output.outputs(command.is_some(), &[])?;
+    let options = trace::Options {
+        // Stacks for the sites the report shows, of the arm their judged hint calls rare.
+        stacks: args.stacks.then(|| {
+            let shown = &outputs.options;
+            auditor::stacks::Arms::of(|site| shown.shows(site).then(|| shown.hint(site)))
+        }),
+        ..options
+    };
     let duration = options.duration;
     // As strace says "Process N attached": loading takes seconds, and without a command
     // nothing else tells when counting starts.
@@ -378,7 +436,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
     })?;
     say_how_it_ended(command, session.command_status);
     let code = session.exit_code();
-    print_report(Report::of(&session.observation), &args.output, outputs)?;
+    print_report(Report::of(&session.observation), outputs)?;
     Ok(ExitCode::from(code))
 }
 
@@ -394,26 +452,15 @@ fn say_how_it_ended(command: Option<String>, ending: Option<status::Ending>) {
     }
 }
 
-/// Writes `report` as `output` asks, to `outputs`.
-fn print_report(report: Report, output: &OutputArgs, outputs: Outputs) -> anyhow::Result<()> {
-    Ok(output
-        .options()?
+/// Writes `report` as `outputs` asks, where they say.
+fn print_report(report: Report, outputs: Outputs) -> anyhow::Result<()> {
+    Ok(outputs
+        .options
         .write(report, &outputs.report, outputs.svg.as_ref())?)
 }
 
-/// Refuses a `--kernel-src` that is not a kernel tree.
-fn kernel_tree(tree: &std::path::Path) -> anyhow::Result<()> {
-    if !tree.join("fs").is_dir() {
-        anyhow::bail!(
-            "{} is not a kernel source tree (it has no fs/ directory)",
-            tree.display()
-        );
-    }
-    Ok(())
-}
-
 fn run_hints(args: HintsArgs) -> anyhow::Result<()> {
-    kernel_tree(&args.kernel_src)?;
+    auditor::kernel_src::check_tree(&args.kernel_src)?;
     let mut stdout = std::io::stdout().lock();
     auditor::report::write_hints(args.format.into(), &args.kernel_src, &mut stdout)
         .and_then(|()| stdout.flush())
@@ -423,7 +470,7 @@ fn run_hints(args: HintsArgs) -> anyhow::Result<()> {
 fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     if let Some(tree) = &args.kernel_src {
-        kernel_tree(tree)?;
+        auditor::kernel_src::check_tree(tree)?;
     }
     auditor::report::write_sites(args.format.into(), args.kernel_src.as_deref(), &mut stdout)
         .and_then(|()| stdout.flush())
@@ -436,11 +483,11 @@ fn report_replay(
     replay: &auditor::source::strace::replay::Replay,
     target: String,
     started: std::time::Instant,
-    (output, outputs): (&OutputArgs, Outputs),
+    outputs: Outputs,
     code: u8,
 ) -> anyhow::Result<ExitCode> {
     let report = Report::of(&replay.observe(target, started.elapsed()));
-    print_report(report, output, outputs)?;
+    print_report(report, outputs)?;
     Ok(ExitCode::from(
         if code == status::SUCCESS && replay.unreadable() > 0 {
             status::PARTLY_UNREADABLE
@@ -462,8 +509,7 @@ fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
     }
     let names: Vec<String> = args.logs.iter().map(|p| p.display().to_string()).collect();
     let target = format!("strace log {}", names.join(" "));
-    let output = (&args.output, outputs);
-    report_replay(&replay, target, started, output, status::SUCCESS)
+    report_replay(&replay, target, started, outputs, status::SUCCESS)
 }
 
 fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
@@ -490,14 +536,13 @@ fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
     let mut replay = Replay::default();
     let outcome = run::run(&target, args.stacks, args.duration, &mut replay)?;
     say_how_it_ended(command, outcome.command);
-    let output = (&args.output, outputs);
-    report_replay(&replay, description, started, output, outcome.code())
+    report_replay(&replay, description, started, outputs, outcome.code())
 }
 
 fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let outputs = args.output.outputs(false, &args.reports)?;
     let loaded = auditor::report::saved::merge_files(&args.reports, args.force)?;
-    print_report(Report::of_saved(&loaded), &args.output, outputs)?;
+    print_report(Report::of_saved(&loaded), outputs)?;
     Ok(ExitCode::SUCCESS)
 }
 

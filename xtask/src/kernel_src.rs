@@ -1,5 +1,5 @@
-//! `cargo xtask kernel-src`: Debian's kernel source of a release, fs/ and include/ only,
-//! into `target/kernel-src/linux-source-VERSION` (what `auditor sites --kernel-src` reads
+//! `cargo xtask kernel-src`: Debian's kernel source of a release, fs/, include/ and the top
+//! Makefile only, into `target/kernel-src/linux-source-VERSION` (what `auditor sites --kernel-src` reads
 //! and the catalogue's test against the newest tree looks for). The release says which
 //! suite carries it ([`crate::releases`]); the package is fetched through an apt state of
 //! its own ([`crate::apt`]), so the machine's packages are left as they are. Never run by
@@ -31,7 +31,7 @@ pub fn tree(version: &str) -> PathBuf {
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
     let tree = tree(&options.version);
-    if tree.join("fs").is_dir() {
+    if tree.join("fs").is_dir() && tree.join("Makefile").is_file() {
         println!("{} is there already", tree.display());
         return Ok(());
     }
@@ -72,10 +72,12 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             .arg("-C")
             .arg(parent)
             .arg("--wildcards")
+            // The top Makefile states the release a report names the tree by.
+            .arg(format!("{package}/Makefile"))
             .arg(format!("{package}/fs/*"))
             .arg(format!("{package}/include/*")),
     )?;
     std::fs::remove_dir_all(&unpacked)?;
-    println!("{}: fs/ and include/", tree.display());
+    println!("{}: fs/, include/ and the Makefile", tree.display());
     Ok(())
 }

@@ -14,13 +14,16 @@ use std::{collections::BTreeMap, path::Path};
 
 use serde::Serialize;
 
-use auditor_common::catalogue::{Fragment, Hint, SITES, SiteInfo};
+use auditor_common::{
+    Site,
+    catalogue::{Fragment, Hint, SITES, SiteInfo},
+};
 
 pub use hints::{HintRow, HintStatus, Hints, Missing, hints};
 use source::{SourceFile, fold};
 
 /// What a tree says about one site.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum TreeHint {
     /// The branch was found with this hint (for the site's taken arm), written at
@@ -247,11 +250,101 @@ pub fn tree_hint(tree: &Path, site: &SiteInfo) -> TreeHint {
     Tree::new(tree).site_hint(site)
 }
 
+/// A kernel tree given to judge a report by (`--kernel-src`): where it is, its release,
+/// and what it says about every site, read once before a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeHints {
+    pub tree: KernelTree,
+    /// Every site's hint in the tree, in catalogue order.
+    pub sites: Vec<(Site, TreeHint)>,
+}
+
+/// A kernel source tree, as a report names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct KernelTree {
+    /// The directory, as given.
+    pub path: String,
+    /// The release its top Makefile states (`7.2.0`), when it states one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
+}
+
+impl KernelTree {
+    /// `target/kernel-src/linux-source-7.2 (7.2.0)`.
+    pub fn name(&self) -> String {
+        match &self.release {
+            Some(release) => format!("{} (Linux {release})", self.path),
+            None => self.path.clone(),
+        }
+    }
+}
+
+/// Why a directory cannot be read as a kernel tree.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0} is not a kernel source tree (it has no fs/ directory)")]
+pub struct NotATree(pub String);
+
+/// Refuses a directory that is not a kernel tree.
+pub fn check_tree(root: &Path) -> Result<(), NotATree> {
+    if root.join("fs").is_dir() {
+        Ok(())
+    } else {
+        Err(NotATree(root.display().to_string()))
+    }
+}
+
+impl TreeHints {
+    /// What the tree at `root` says about every site.
+    pub fn read(root: &Path) -> Result<TreeHints, NotATree> {
+        check_tree(root)?;
+        let mut tree = Tree::new(root);
+        let sites = SITES
+            .iter()
+            .map(|info| (info.site, tree.site_hint(info)))
+            .collect();
+        Ok(TreeHints {
+            tree: KernelTree {
+                path: root.display().to_string(),
+                release: std::fs::read_to_string(root.join("Makefile"))
+                    .ok()
+                    .and_then(|text| makefile_release(&text)),
+            },
+            sites,
+        })
+    }
+
+    /// What the tree says about `site`.
+    pub fn site(&self, site: Site) -> Option<&TreeHint> {
+        self.sites.iter().find(|(s, _)| *s == site).map(|(_, h)| h)
+    }
+
+    /// The hint the tree carries at `site`, when it was found there.
+    pub fn hint(&self, site: Site) -> Option<Hint> {
+        match self.site(site)? {
+            TreeHint::Found { hint, .. } => Some(*hint),
+            TreeHint::NotFound { .. } => None,
+        }
+    }
+}
+
+/// `VERSION = 7`, `PATCHLEVEL = 2`, `SUBLEVEL = 0` of a top Makefile: `7.2.0`.
+fn makefile_release(makefile: &str) -> Option<String> {
+    let field = |name: &str| {
+        makefile.lines().find_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            (key.trim() == name).then(|| value.trim().to_string())
+        })
+    };
+    let parts = [field("VERSION")?, field("PATCHLEVEL")?, field("SUBLEVEL")?];
+    parts
+        .iter()
+        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| parts.join("."))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use auditor_common::Site;
-    use auditor_common::catalogue::SITES;
 
     /// A small tree written for the test: one release's style per function.
     fn tree() -> tempfile::TempDir {
@@ -330,6 +423,33 @@ mod tests {
             assert_eq!((found, found_line), (hint_written, line), "{site:?}");
             assert_eq!(function, site.info().function, "{site:?}");
         }
+    }
+
+    #[test]
+    fn a_tree_read_for_a_report() {
+        let dir = tree();
+        std::fs::write(
+            dir.path().join("Makefile"),
+            "# SPDX\nVERSION = 7\nPATCHLEVEL = 2\nSUBLEVEL = 0\nEXTRAVERSION =\n",
+        )
+        .unwrap();
+        let hints = TreeHints::read(dir.path()).unwrap();
+        assert_eq!(hints.tree.release.as_deref(), Some("7.2.0"));
+        assert_eq!(hints.sites.len(), SITES.len());
+        assert_eq!(hints.hint(Site::PollFdNegative), Some(Hint::None));
+        assert_eq!(hints.hint(Site::CloseOk), Some(Hint::Likely));
+        assert_eq!(hints.hint(Site::EpollBadArgs), None);
+        assert!(hints.tree.name().ends_with("(Linux 7.2.0)"));
+        // No Makefile, or one without a release: the path alone.
+        std::fs::write(dir.path().join("Makefile"), "VERSION = 7\n").unwrap();
+        assert_eq!(TreeHints::read(dir.path()).unwrap().tree.release, None);
+        let empty = tempfile::tempdir().unwrap();
+        assert!(
+            TreeHints::read(empty.path())
+                .unwrap_err()
+                .to_string()
+                .ends_with("is not a kernel source tree (it has no fs/ directory)")
+        );
     }
 
     #[test]

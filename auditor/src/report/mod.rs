@@ -1,6 +1,7 @@
 //! Reports: what a tally says about each site, ready for a renderer. Verdicts are computed
 //! here once; renderers only format.
 
+mod annotated;
 mod escape;
 pub mod groups;
 mod json;
@@ -28,8 +29,8 @@ use crate::{
 
 pub use escape::{escape_ascii, escape_markdown_cell, escape_text};
 pub use json::{json_schema, write_json};
-pub use notes::{counted, percent};
-use notes::{run_note, site_notes, tally_notes};
+pub use notes::{counted, deciding_bound, percent};
+use notes::{run_note, site_notes, tally_notes, tree_notes};
 pub use options::{Options, OptionsError, Width};
 pub use table::{write_hints_table, write_markdown, write_sites_table, write_table};
 
@@ -52,7 +53,7 @@ pub fn write_sites(
             serde_json::to_writer_pretty(&mut *out, &rows)?;
             writeln!(out)
         }
-        Format::Table | Format::Markdown | Format::Text => {
+        Format::Table | Format::Markdown | Format::Text | Format::Annotated => {
             write_sites_table(&rows, format == Format::Markdown, out)
         }
     }
@@ -70,7 +71,7 @@ pub fn write_hints(
             serde_json::to_writer_pretty(&mut *out, &hints)?;
             writeln!(out)
         }
-        Format::Table | Format::Markdown | Format::Text => {
+        Format::Table | Format::Markdown | Format::Text | Format::Annotated => {
             write_hints_table(&hints, format == Format::Markdown, out)
         }
     }
@@ -111,6 +112,46 @@ pub enum Format {
     Json,
     /// For a mail reply: plain ASCII, at most 72 columns.
     Text,
+    /// In the shape of the kernel's branch profiler (`trace_stat/branch_annotated`).
+    Annotated,
+}
+
+/// The order of a report's sites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sort {
+    /// By kernel file, in catalogue order within a file.
+    Catalogue,
+    /// The largest share of evaluations against the hint first, as branch_annotated;
+    /// sites with nothing decided last.
+    Miss,
+    /// The most evaluations first.
+    Evaluations,
+    /// By file and line (the tree's, with `--kernel-src`).
+    Line,
+}
+
+impl Sort {
+    /// Whether `a` comes before `b`; ties go in catalogue order.
+    pub fn compare(self, a: &SiteReport, b: &SiteReport) -> std::cmp::Ordering {
+        let files = by_file();
+        let catalogue = |s: &SiteReport| files.iter().position(|info| info.site == s.info.site);
+        let first = match self {
+            Sort::Catalogue => std::cmp::Ordering::Equal,
+            Sort::Miss => {
+                let share = |s: &SiteReport| s.miss_share().unwrap_or(-1.0);
+                share(b)
+                    .total_cmp(&share(a))
+                    .then(b.rare_arm.of(&b.counts).cmp(&a.rare_arm.of(&a.counts)))
+            }
+            Sort::Evaluations => b.counts.total().cmp(&a.counts.total()),
+            Sort::Line => {
+                let (a_file, a_line, _) = a.location();
+                let (b_file, b_line, _) = b.location();
+                (a_file, a_line).cmp(&(b_file, b_line))
+            }
+        };
+        first.then(catalogue(a).cmp(&catalogue(b)))
+    }
 }
 
 /// The kernel releases of `runs`' probe runs (the probe sees the kernel it runs on; a log
@@ -155,12 +196,75 @@ pub struct SiteReport {
     /// The kernels of the report's probe runs whose code lacks the branch (older than
     /// `branch_since`): there its counts are the model's, not the kernel's.
     pub absent_in_kernels: Vec<String>,
+    /// What the kernel tree the report is judged by (`--kernel-src`) says of the site: its
+    /// hint, judged instead of the catalogue's, and where it is written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree: Option<kernel_src::TreeHint>,
 }
 
 impl SiteReport {
-    /// The hint the site is judged on: a proposed one (`--propose`), else the kernel's.
+    /// The hint the site is judged on: a proposed one (`--propose`), else the one the
+    /// given tree carries (`--kernel-src`), else the catalogue's.
     pub fn judged_hint(&self) -> Hint {
-        self.proposed_hint.unwrap_or(self.info.hint)
+        self.proposed_hint
+            .or_else(|| self.tree_hint())
+            .unwrap_or(self.info.hint)
+    }
+
+    /// The judged hint's name, marked `*` when proposed.
+    pub fn hint_label(&self) -> String {
+        match self.proposed_hint {
+            Some(hint) => format!("{}*", hint.name()),
+            None => self.judged_hint().name().to_string(),
+        }
+    }
+
+    /// `fs/select.c:867` where the given tree places the site, else its file.
+    pub fn place(&self) -> String {
+        match self.location() {
+            (file, Some(line), _) => format!("{file}:{line}"),
+            (file, None, _) => file.to_string(),
+        }
+    }
+
+    /// The hint the given tree carries, when the site was found in it.
+    pub fn tree_hint(&self) -> Option<Hint> {
+        match self.tree.as_ref()? {
+            kernel_src::TreeHint::Found { hint, .. } => Some(*hint),
+            kernel_src::TreeHint::NotFound { .. } => None,
+        }
+    }
+
+    /// Where the branch is: the tree's file, line and function when the tree was given and
+    /// has it, else the catalogue's file and function (no line).
+    pub fn location(&self) -> (&str, Option<usize>, &str) {
+        match &self.tree {
+            Some(kernel_src::TreeHint::Found {
+                file,
+                line,
+                function,
+                ..
+            }) => (file, Some(*line), function),
+            _ => (self.info.file, None, self.info.function),
+        }
+    }
+
+    /// The share of decided evaluations against the judged hint (for an unhinted site: in
+    /// the minority direction), if any were decided.
+    pub fn miss_share(&self) -> Option<f64> {
+        let decided = self.counts.taken + self.counts.not_taken;
+        (self.measured && decided > 0)
+            .then(|| self.rare_arm.of(&self.counts) as f64 / decided as f64)
+    }
+
+    /// The verdict again, on the hint judged now (a site the source does not decide stays
+    /// not measured).
+    fn judge_again(&mut self) {
+        let kind = self.verdict.kind;
+        self.verdict = verdict::judge(self.judged_hint(), &self.counts);
+        if kind == verdict::VerdictKind::NotMeasured {
+            self.verdict.kind = kind;
+        }
     }
 }
 
@@ -280,6 +384,9 @@ pub struct Report {
     /// reports), with its runs' hosts and sources: what `--group-by host|source` groups.
     #[serde(skip)]
     parts: Vec<Part>,
+    /// The kernel tree whose hints are judged (`--kernel-src`), when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_src: Option<kernel_src::KernelTree>,
     /// What the reader must know to trust the numbers.
     pub notes: Vec<String>,
     /// The notes before the sites' own (the source's, how counts are taken); `notes` is
@@ -370,6 +477,7 @@ impl Report {
                     rare_from: Vec::new(),
                     rare_callers: Vec::new(),
                     absent_in_kernels: absent_in_kernels(info, &runs),
+                    tree: None,
                 }
             })
             .collect();
@@ -427,6 +535,7 @@ impl Report {
             grouped_by: None,
             groups: Vec::new(),
             parts: Vec::new(),
+            kernel_src: None,
             notes: Vec::new(),
             leading_notes,
         };
@@ -470,16 +579,26 @@ impl Report {
         }
     }
 
-    /// Judges the proposed hints instead of the catalogue's for their sites.
+    /// Judges the hints a kernel tree carries instead of the catalogue's, and places each
+    /// site in that tree (`--kernel-src`).
+    pub fn with_tree(mut self, tree: &kernel_src::TreeHints) -> Report {
+        self.kernel_src = Some(tree.tree.clone());
+        for site in &mut self.sites {
+            site.tree = tree.site(site.info.site).cloned();
+            site.judge_again();
+        }
+        self.refresh_rare_sources();
+        self.refresh_notes();
+        self
+    }
+
+    /// Judges the proposed hints instead of the catalogue's (or the tree's) for their
+    /// sites.
     pub fn with_proposals(mut self, proposals: &[Proposal]) -> Report {
         for proposal in proposals {
             if let Some(site) = self.sites.iter_mut().find(|s| s.info.site == proposal.site) {
                 site.proposed_hint = Some(proposal.hint);
-                let kind = site.verdict.kind;
-                site.verdict = verdict::judge(proposal.hint, &site.counts);
-                if kind == verdict::VerdictKind::NotMeasured {
-                    site.verdict.kind = kind;
-                }
+                site.judge_again();
             }
         }
         self.refresh_rare_sources();
@@ -487,7 +606,8 @@ impl Report {
         self
     }
 
-    /// Keeps only `sites` (all when empty), in their rows and per-process rows.
+    /// Keeps only `sites` (all when empty), in their rows and per-process rows; the calls
+    /// listed are those of the syscalls the kept sites count.
     pub fn only(mut self, sites: &[Site]) -> Report {
         if !sites.is_empty() {
             self.sites.retain(|s| sites.contains(&s.info.site));
@@ -495,8 +615,21 @@ impl Report {
             self.processes.retain(|p| ids.contains(&p.site.as_str()));
             self.callers.retain(|c| ids.contains(&c.site.as_str()));
             self.stacks.retain(|s| ids.contains(&s.site.as_str()));
+            let counted: Vec<&str> = self
+                .sites
+                .iter()
+                .flat_map(|s| s.info.syscalls.iter().map(|syscall| syscall.name()))
+                .collect();
+            self.calls
+                .retain(|name, _| counted.contains(&name.as_str()));
             self.refresh_notes();
         }
+        self
+    }
+
+    /// Puts the sites in `order`.
+    pub fn sorted(mut self, order: Sort) -> Report {
+        self.sites.sort_by(|a, b| order.compare(a, b));
         self
     }
 
@@ -527,6 +660,9 @@ impl Report {
             }
         };
         let mut notes = self.leading_notes.clone();
+        if let Some(tree) = &self.kernel_src {
+            notes.extend(tree_notes(tree, &self.sites));
+        }
         notes.extend(site_notes(&self.sites));
         if let Some(by) = self.grouped_by {
             notes.extend(groups::pooled_notes(&self.sites, by, &self.groups));
@@ -567,6 +703,7 @@ impl Report {
             Format::Markdown => write_markdown(self, layout, out),
             Format::Json => write_json(self, out),
             Format::Text => text::write_text(self, out),
+            Format::Annotated => annotated::write_annotated(self, out),
         }
     }
 }

@@ -35,6 +35,63 @@ pub(super) fn tally_notes(tally: &Tally) -> Vec<String> {
     notes
 }
 
+/// Which hints a kernel tree given to judge by (`--kernel-src`) carries: where they differ
+/// from the catalogue's, and the shown sites it does not have (judged on the catalogue's).
+pub(super) fn tree_notes(
+    tree: &crate::kernel_src::KernelTree,
+    sites: &[SiteReport],
+) -> Vec<String> {
+    use crate::kernel_src::TreeHint;
+    let name = tree.name();
+    let mut notes = vec![format!(
+        "Hints judged are those {name} carries, at the lines shown, instead of the catalogue's."
+    )];
+    let differ: Vec<String> = sites
+        .iter()
+        .filter_map(|s| {
+            let tree = s.tree_hint()?;
+            (tree != s.info.hint).then(|| {
+                let catalogue = match s.info.hint {
+                    Hint::None => "none".to_string(),
+                    hint => format!("{} since {}", hint.name(), s.info.hint_since),
+                };
+                format!(
+                    "{} ({} there; the catalogue: {catalogue})",
+                    s.info.id,
+                    tree.name()
+                )
+            })
+        })
+        .collect();
+    if !differ.is_empty() {
+        notes.push(format!(
+            "The tree's hint differs from the catalogue's at {}.",
+            differ.join(", ")
+        ));
+    }
+    // One clause per reason (a file that cannot be read is the reason of all its sites).
+    let mut missing: Vec<(&str, Vec<&str>)> = Vec::new();
+    for site in sites {
+        if let Some(TreeHint::NotFound { why }) = &site.tree {
+            match missing.iter_mut().find(|(reason, _)| reason == why) {
+                Some((_, ids)) => ids.push(site.info.id),
+                None => missing.push((why, vec![site.info.id])),
+            }
+        }
+    }
+    if !missing.is_empty() {
+        let clauses: Vec<String> = missing
+            .iter()
+            .map(|(why, ids)| format!("{} ({why})", ids.join(", ")))
+            .collect();
+        notes.push(format!(
+            "Not found in {name}, so judged on the catalogue's hint: {}.",
+            clauses.join("; ")
+        ));
+    }
+    notes
+}
+
 /// Notes on the shown sites: which are not measured, which have undecided evaluations.
 pub(super) fn site_notes(sites: &[SiteReport]) -> Vec<String> {
     let mut notes = Vec::new();
@@ -206,6 +263,19 @@ fn first_few(mut items: impl Iterator<Item = (String, u64)>, one: &str, many: &s
 /// `1 evaluation is` or `2 evaluations are`: `n` with the words for one or for many.
 pub fn counted(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The bound of a verdict's interval that decides it: the upper one for a hint that holds
+/// (a candidate), the lower one for one that is costly or wrong (no hint), both where the
+/// interval straddles a bar: `<= 0.18%`, `>= 19.20%`, `9.30% .. 23.30%`.
+pub fn deciding_bound(verdict: &verdict::Verdict) -> String {
+    use verdict::VerdictKind::*;
+    let (low, high) = (verdict.mispredicted_low, verdict.mispredicted_high);
+    match verdict.kind {
+        Costly | Wrong | NoHint => format!(">= {}", percent(low)),
+        Unclear | NoData | NotMeasured => format!("{} .. {}", percent(low), percent(high)),
+        Holds | Candidate => format!("<= {}", percent(high)),
+    }
 }
 
 /// `12.34%`, with tiny non-zero shares shown as such rather than as 0.00%.

@@ -6,8 +6,11 @@ use std::path::PathBuf;
 
 use auditor_common::{Site, catalogue::Hint};
 
-use super::{Format, Layout, Proposal, Report, WIDE_COLUMNS, groups::GroupBy, svg};
-use crate::output::{Output, OutputError};
+use super::{Format, Layout, Proposal, Report, Sort, WIDE_COLUMNS, groups::GroupBy, svg};
+use crate::{
+    kernel_src::{NotATree, TreeHints},
+    output::{Output, OutputError},
+};
 
 /// The options of a report, as given.
 #[derive(Clone, Debug, Default)]
@@ -25,6 +28,13 @@ pub struct Options {
     pub svg: Option<PathBuf>,
     /// Every column in the tables, whatever the width they go to.
     pub wide: bool,
+    /// The order of the sites; by default, the catalogue's, and by share against the hint
+    /// in the annotated view and the SVG.
+    pub sort: Option<Sort>,
+    /// A kernel tree whose hints are judged instead of the catalogue's (`--kernel-src`).
+    pub kernel_src: Option<PathBuf>,
+    /// What that tree says of every site: read by [`Options::validated`], before a session.
+    pub tree: Option<TreeHints>,
 }
 
 /// Options that contradict each other.
@@ -44,6 +54,8 @@ pub enum OptionsError {
     /// The SVG cannot be drawn here (no font): said before the session, not after it.
     #[error("--svg: {0}")]
     Svg(String),
+    #[error("--kernel-src: {0}")]
+    Tree(#[from] NotATree),
 }
 
 /// How wide the place a report goes to is.
@@ -56,8 +68,13 @@ pub enum Width {
 }
 
 impl Options {
-    /// The options, if they agree with each other.
-    pub fn validated(self) -> Result<Options, OptionsError> {
+    /// The options, if they agree with each other, with the tree read.
+    pub fn validated(mut self) -> Result<Options, OptionsError> {
+        if let Some(root) = &self.kernel_src
+            && self.tree.is_none()
+        {
+            self.tree = Some(TreeHints::read(root)?);
+        }
         if self.svg.is_some() {
             svg::can_draw().map_err(|why| OptionsError::Svg(why.to_string()))?;
         }
@@ -88,19 +105,35 @@ impl Options {
         self.sites.is_empty() || self.sites.contains(&site)
     }
 
-    /// The hint judged at `site`: the proposed one, else the catalogue's.
+    /// The hint judged at `site`: the proposed one, else the tree's, else the catalogue's.
     pub fn hint(&self, site: Site) -> Hint {
         self.proposals
             .iter()
             .find(|p| p.site == site)
-            .map_or(site.info().hint, |p| p.hint)
+            .map(|p| p.hint)
+            .or_else(|| self.tree.as_ref()?.hint(site))
+            .unwrap_or(site.info().hint)
     }
 
-    /// `report` as these options show it: proposals judged, sites kept, groups made.
+    /// The order of the sites in `format` (and in the SVG, as in the annotated view).
+    pub fn order(&self, format: Format) -> Sort {
+        self.sort.unwrap_or(match format {
+            Format::Annotated => Sort::Miss,
+            _ => Sort::Catalogue,
+        })
+    }
+
+    /// `report` as these options show it: the tree's and the proposed hints judged, sites
+    /// kept and put in order, groups made.
     pub fn shape(&self, report: Report) -> Report {
+        let report = match &self.tree {
+            Some(tree) => report.with_tree(tree),
+            None => report,
+        };
         report
             .with_proposals(&self.proposals)
             .only(&self.sites)
+            .sorted(self.order(self.format))
             .grouped(self.group_by)
     }
 
@@ -138,12 +171,14 @@ impl Options {
             report.render(self.format, self.layout(width), out)
         });
         let drawn = svg.map_or(Ok(()), |svg| {
-            let text = svg::render(&report).map_err(|why| OutputError::Draw {
-                path: match svg {
-                    Output::File(path) => path.display().to_string(),
-                    other => format!("{other:?}"),
-                },
-                why: why.to_string(),
+            let text = svg::render(&report, self.order(Format::Annotated)).map_err(|why| {
+                OutputError::Draw {
+                    path: match svg {
+                        Output::File(path) => path.display().to_string(),
+                        other => format!("{other:?}"),
+                    },
+                    why: why.to_string(),
+                }
             })?;
             svg.write_with("SVG", |out| out.write_all(text.as_bytes()))
         });

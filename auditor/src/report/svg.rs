@@ -12,7 +12,7 @@ use plotters::{
     prelude::*,
 };
 
-use super::Report;
+use super::{Report, SiteReport, Sort};
 use crate::verdict;
 
 /// Where Debian and most distributions keep a sans-serif TrueType font.
@@ -65,13 +65,15 @@ struct Row {
     high: f64,
 }
 
-fn rows(report: &Report) -> Vec<Row> {
+fn rows(report: &Report, order: Sort) -> Vec<Row> {
     let mut rows = Vec::new();
-    for site in report
+    let mut sites: Vec<&SiteReport> = report
         .sites
         .iter()
         .filter(|s| s.measured && s.counts.total() > 0)
-    {
+        .collect();
+    sites.sort_by(|a, b| order.compare(a, b));
+    for site in sites {
         let row = |label: String, counts: &auditor_common::Counts, v: &verdict::Verdict| Row {
             label,
             share: site.rare_arm.of(counts) as f64 / counts.total() as f64,
@@ -156,10 +158,10 @@ pub fn can_draw() -> Result<(), SvgError> {
     font()
 }
 
-/// `report` drawn as an SVG document.
-pub fn render(report: &Report) -> Result<String, SvgError> {
+/// `report` drawn as an SVG document, its sites in `order`.
+pub fn render(report: &Report, order: Sort) -> Result<String, SvgError> {
     font()?;
-    let rows = rows(report);
+    let rows = rows(report, order);
     let height = 120 + 22 * rows.len() as u32;
     let mut text = String::new();
     {

@@ -15,7 +15,7 @@ use crate::kernel_src::TreeHint;
 use auditor_common::catalogue::{Hint, SiteInfo};
 
 #[derive(Clone, Copy)]
-enum Flavour {
+pub(super) enum Flavour {
     Text,
     Markdown,
 }
@@ -36,7 +36,7 @@ fn escaped(text: &str, flavour: Flavour) -> String {
     }
 }
 
-fn styled(builder: Builder, flavour: Flavour, numeric: &[usize]) -> String {
+pub(super) fn styled(builder: Builder, flavour: Flavour, numeric: &[usize]) -> String {
     styled_wrapped(builder, flavour, numeric, &[])
 }
 
@@ -154,6 +154,38 @@ pub fn write_sites_table(
     Ok(())
 }
 
+/// The line above the tables: what was traced, by what, for how long; the calls of the
+/// shown sites' syscalls; the tree whose hints are judged.
+pub(super) fn header(report: &Report, flavour: Flavour) -> String {
+    let calls: Vec<String> = report
+        .calls
+        .iter()
+        .map(|(name, calls)| format!("{name} {calls}"))
+        .collect();
+    let calls = if calls.is_empty() {
+        "none".to_string()
+    } else {
+        calls.join(", ")
+    };
+    let heading = match flavour {
+        Flavour::Text => "",
+        Flavour::Markdown => "**",
+    };
+    let mut line = format!(
+        "{heading}auditor{heading}: {} ({}, {:.2} s); calls: {calls}",
+        escape_text(&report.target),
+        report.source,
+        report.duration_seconds
+    );
+    if let Some(tree) = &report.kernel_src {
+        line.push_str(&format!(
+            "; hints of {}",
+            escaped(&tree.name(), Flavour::Text)
+        ));
+    }
+    line
+}
+
 /// `unlikely (6.16)`, or `none`.
 fn hint_text(info: &SiteInfo) -> String {
     match info.hint {
@@ -164,9 +196,10 @@ fn hint_text(info: &SiteInfo) -> String {
 
 fn site_row(site: &SiteReport, wide: bool) -> Vec<String> {
     let verdict = &site.verdict;
-    let mut hint = match site.proposed_hint {
-        Some(hint) => format!("{} (proposed)", hint.name()),
-        None => hint_text(site.info),
+    let mut hint = match (site.proposed_hint, site.tree_hint(), site.location()) {
+        (Some(hint), _, _) => format!("{} (proposed)", hint.name()),
+        (None, Some(hint), (_, Some(line), _)) => format!("{} (line {line})", hint.name()),
+        _ => hint_text(site.info),
     };
     if !site.absent_in_kernels.is_empty() {
         // The notes say what those kernels do instead.
@@ -225,27 +258,11 @@ fn write(
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let Layout { per_process, wide } = layout;
-    let calls: Vec<String> = report
-        .calls
-        .iter()
-        .map(|(name, calls)| format!("{name} {calls}"))
-        .collect();
-    let calls = if calls.is_empty() {
-        "none".to_string()
-    } else {
-        calls.join(", ")
-    };
     let heading = match flavour {
         Flavour::Text => "",
         Flavour::Markdown => "**",
     };
-    writeln!(
-        out,
-        "{heading}auditor{heading}: {} ({}, {:.2} s); calls: {calls}\n",
-        escape_text(&report.target),
-        report.source,
-        report.duration_seconds
-    )?;
+    writeln!(out, "{}\n", header(report, flavour))?;
 
     let mut files: Vec<&str> = Vec::new();
     for site in &report.sites {

@@ -355,7 +355,7 @@ fn sites_whose_branch_the_runs_kernel_lacks() {
 fn the_svg_of_hostile_names_is_valid_xml() {
     packages::require("fonts-dejavu-core");
     let report = fixed_report().grouped(Some(super::groups::GroupBy::Program));
-    let text = super::svg::render(&report).unwrap();
+    let text = super::svg::render(&report, super::Sort::Miss).unwrap();
     let tree = resvg::usvg::Tree::from_str(&text, &resvg::usvg::Options::default());
     assert!(tree.is_ok(), "{:?}", tree.err());
     assert!(
@@ -363,4 +363,161 @@ fn the_svg_of_hostile_names_is_valid_xml() {
         "the name, escaped, is in the picture"
     );
     assert!(!text.contains('\u{1b}'));
+}
+
+/// The annotated view turns taken and not taken into correct and incorrect by each site's
+/// hint, puts the largest share against the hint first and keeps unhinted sites apart.
+#[test]
+fn the_annotated_view_counts_against_the_hint() {
+    // As the options shape it: the largest share against the hint first.
+    let order = Options::default().order(Format::Annotated);
+    assert_eq!(order, Sort::Miss);
+    let mut out = Vec::new();
+    fixed_report()
+        .sorted(order)
+        .render(Format::Annotated, NARROW, &mut out)
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains('\u{1b}'), "{text}");
+    let row = |id: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().last() == Some(id))
+            .unwrap_or_else(|| panic!("no row for {id}:\n{text}"))
+            .split_whitespace()
+            .filter(|cell| *cell != "|")
+            .collect::<Vec<_>>()
+    };
+    // unlikely(fd < 0): 47 taken are incorrect, 960 not taken are correct, 3 unreadable.
+    assert_eq!(row("poll.fd_negative")[..4], ["960", "47", "3", "4.67%"]);
+    // likely(retval == 0): the 500 taken are correct.
+    assert_eq!(row("close.ok")[..4], ["500", "0", "0", "0.00%"]);
+    assert_eq!(row("dup2.same_fd")[..4], ["98", "2", "0", "2.00%"]);
+    // A site the source does not decide has no counts.
+    assert_eq!(row("fd.emfile")[..4], ["-", "-", "-", "-"]);
+    let position = |id: &str| text.find(&format!(" {id}\n")).unwrap();
+    assert!(position("poll.fd_negative") < position("dup2.same_fd"));
+    assert!(position("dup2.same_fd") < position("close.ok"));
+    assert!(position("close.ok") < position("fd.emfile"), "{text}");
+    // Unhinted sites come after, in a table of their own.
+    let unhinted = text.find("Unhinted branches").expect("an unhinted table");
+    assert!(position("fd.emfile") < unhinted);
+    assert!(position("select.fd_not_open") > unhinted, "{text}");
+    // The deciding bound is beside each verdict.
+    assert!(row("poll.fd_negative").contains(&"(<="), "{text}");
+}
+
+/// The sites in each order `--sort` offers.
+#[test]
+fn sites_in_each_order() {
+    let ids = |order: Sort| -> Vec<&'static str> {
+        fixed_report()
+            .only(&[Site::PollFdNegative, Site::CloseOk, Site::Dup2SameFd])
+            .sorted(order)
+            .sites
+            .iter()
+            .map(|s| s.info.id)
+            .collect()
+    };
+    assert_eq!(
+        ids(Sort::Miss),
+        ["poll.fd_negative", "dup2.same_fd", "close.ok"]
+    );
+    assert_eq!(
+        ids(Sort::Evaluations),
+        ["poll.fd_negative", "close.ok", "dup2.same_fd"]
+    );
+    // By file: fs/file.c (dup2), fs/open.c (close), fs/select.c (poll).
+    assert_eq!(
+        ids(Sort::Line),
+        ["dup2.same_fd", "close.ok", "poll.fd_negative"]
+    );
+    assert_eq!(
+        ids(Sort::Catalogue),
+        ["poll.fd_negative", "dup2.same_fd", "close.ok"]
+    );
+}
+
+#[test]
+fn only_some_sites_lists_only_their_calls() {
+    let report = fixed_report().only(&[Site::CloseOk]);
+    let calls: Vec<&str> = report.calls.keys().map(String::as_str).collect();
+    assert_eq!(calls, ["close"]);
+}
+
+/// `--kernel-src`: the hints a tree carries are judged, at its lines, and the notes say
+/// which tree, where it differs from the catalogue and what it lacks.
+#[test]
+fn a_tree_judges_its_own_hints() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("fs")).unwrap();
+    std::fs::write(
+        dir.path().join("Makefile"),
+        "VERSION = 7\nPATCHLEVEL = 2\nSUBLEVEL = 0\nEXTRAVERSION =\n",
+    )
+    .unwrap();
+    // This tree's close() has no hint on its success.
+    std::fs::write(
+        dir.path().join("fs/open.c"),
+        "SYSCALL_DEFINE1(close, unsigned int, fd)\n{\n\tint retval;\n\n\
+         \tif (retval == 0)\n\t\treturn 0;\n}\n",
+    )
+    .unwrap();
+    let tree = crate::kernel_src::TreeHints::read(dir.path()).unwrap();
+    let report = fixed_report().with_tree(&tree);
+    let close = report.site(Site::CloseOk);
+    assert_eq!(close.judged_hint(), Hint::None);
+    assert_eq!(close.location(), ("fs/open.c", Some(5), "sys_close"));
+    // 500 of 500 taken, unhinted: a candidate for likely.
+    assert_eq!(close.verdict.kind, VerdictKind::Candidate);
+    // A site the tree lacks is judged on the catalogue's hint.
+    let negative = report.site(Site::PollFdNegative);
+    assert_eq!(negative.judged_hint(), Hint::Unlikely);
+    assert_eq!(negative.location().1, None);
+    let name = format!("{} (Linux 7.2.0)", dir.path().display());
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("Hints judged are those") && n.contains(&name)),
+        "{:?}",
+        report.notes
+    );
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("close.ok (none there; the catalogue: likely since")),
+        "{:?}",
+        report.notes
+    );
+    assert!(
+        report.notes.iter().any(|n| n.starts_with("Not found in")
+            && n.contains("poll.fd_negative, poll.fd_not_open (cannot read")),
+        "{:?}",
+        report.notes
+    );
+    let mut out = Vec::new();
+    report.render(Format::Annotated, NARROW, &mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("fs/open.c:5"), "{out}");
+    assert!(out.lines().next().unwrap().contains(&name), "{out}");
+    // The annotated view's close.ok row: unhinted there, so in the second table.
+    let unhinted = out.find("Unhinted branches").unwrap();
+    assert!(out.find("fs/open.c:5").unwrap() > unhinted, "{out}");
+    // For a mail reply: the tree's hint on the site's line, and where it is below it.
+    let mut text = Vec::new();
+    report.render(Format::Text, NARROW, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    let close = text
+        .lines()
+        .position(|l| l.starts_with("close.ok "))
+        .unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[close].contains(" none "), "{text}");
+    assert_eq!(
+        lines[close + 1],
+        "    at fs/open.c:5 in sys_close()",
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.len() <= 72), "{text}");
 }

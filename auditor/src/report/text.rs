@@ -5,8 +5,8 @@
 
 use std::io::Write;
 
-use super::{Report, SiteReport, escape_ascii, percent};
-use crate::verdict::{Verdict, VerdictKind};
+use super::{Report, SiteReport, deciding_bound, escape_ascii};
+use crate::verdict::Verdict;
 use auditor_common::catalogue::{Hint, Unit};
 
 /// The widest line.
@@ -41,14 +41,7 @@ fn units(unit: Unit, count: u64) -> &'static str {
 fn evidence(site: &SiteReport, counts: &auditor_common::Counts, verdict: &Verdict) -> String {
     let rare = site.rare_arm.of(counts);
     let total = counts.total();
-    let (low, high) = (verdict.mispredicted_low, verdict.mispredicted_high);
-    let bound = match verdict.kind {
-        VerdictKind::Costly | VerdictKind::Wrong | VerdictKind::NoHint => {
-            format!(">= {}", percent(low))
-        }
-        VerdictKind::Unclear => format!("{} .. {}", percent(low), percent(high)),
-        _ => format!("<= {}", percent(high)),
-    };
+    let bound = deciding_bound(verdict);
     let mut text = format!(
         "{rare} of {total} {} ({bound})",
         units(site.info.unit, total)
@@ -76,13 +69,6 @@ fn site_line(
     }
     let more = format!("{indent}    ");
     format!("{}\n{more}{verdict}", wrapped(&head, &more))
-}
-
-fn hint_name(site: &SiteReport) -> String {
-    match site.proposed_hint {
-        Some(hint) => format!("{}*", hint.name()),
-        None => site.info.hint.name().to_string(),
-    }
 }
 
 pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
@@ -122,13 +108,17 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         .collect();
     let id_width = measured.iter().map(|s| s.info.id.len()).max().unwrap_or(0);
     for site in &measured {
-        let line = site_line(
+        let mut line = site_line(
             "",
             (site.info.id, id_width),
-            Some(&hint_name(site)),
+            Some(&site.hint_label()),
             &evidence(site, &site.counts, &site.verdict),
             &site.verdict.label(),
         );
+        // With a tree given, where the branch is in it, on a line of its own.
+        if let (_, Some(_), function) = site.location() {
+            line.push_str(&format!("\n    at {} in {function}()", site.place()));
+        }
         writeln!(out, "{line}")?;
     }
     if report.sites.iter().any(|s| s.proposed_hint.is_some()) {
