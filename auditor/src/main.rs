@@ -103,6 +103,18 @@ struct OutputArgs {
     /// say when one group decides it.
     #[arg(long, value_enum, value_name = "WHAT")]
     group_by: Option<GroupBy>,
+    /// With --group-by: leave out a group's rows of fewer evaluations than N (a note says
+    /// how many; the pooled rows count them).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_evaluations: u64,
+    /// With --group-by: show only the K groups with the most evaluations (a note says how
+    /// many more there were; the pooled rows count them).
+    #[arg(long, value_name = "K")]
+    top: Option<usize>,
+    /// Say TEXT for what was traced, instead of the command line (which can hold key paths
+    /// or user@host), in every format.
+    #[arg(long, value_name = "TEXT")]
+    label: Option<String>,
     /// Also draw the report as a picture into FILE (SVG): per site, the rare arm's share
     /// with its 95% interval on a log axis, the 10% bar marked.
     #[arg(long, value_name = "FILE")]
@@ -142,6 +154,11 @@ impl OutputArgs {
             }),
             kernel_src: self.kernel_src.clone(),
             tree: None,
+            label: self.label.clone(),
+            group_limits: report::groups::Limits {
+                min_evaluations: self.min_evaluations,
+                top: self.top,
+            },
         };
         Ok(options.validated()?)
     }
@@ -516,8 +533,8 @@ fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
     use auditor::source::strace::{replay::Replay, run};
     let (target, description) = match (args.command.is_empty(), args.pids.is_empty()) {
         (false, true) => {
-            let shown: Vec<_> = args.command.iter().map(|a| a.to_string_lossy()).collect();
-            let description = format!("command `{}` under strace", shown.join(" "));
+            let shown = report::shell_quoted(&args.command);
+            let description = format!("command `{shown}` under strace");
             (run::Target::Command(args.command), description)
         }
         (true, false) => {
@@ -577,7 +594,15 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             auditor::say!("auditor: {error:#}");
-            ExitCode::from(status::FAILURE)
+            let usage = error.chain().any(|e| {
+                e.downcast_ref::<report::OptionsError>()
+                    .is_some_and(report::OptionsError::is_usage)
+            });
+            ExitCode::from(if usage {
+                status::USAGE
+            } else {
+                status::FAILURE
+            })
         }
     }
 }

@@ -395,11 +395,7 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
     catch_stop_signals()?;
     let (argv, description) = match &options.target {
         Target::Command(argv) => {
-            let shown = argv
-                .iter()
-                .map(|a| a.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" ");
+            let shown = crate::report::shell_quoted(argv);
             (Some(argv.clone()), format!("command `{shown}`"))
         }
         Target::Workload(spec) => (Some(workload::command(spec)?), format!("workload {spec}")),

@@ -106,28 +106,48 @@ fn conflicting_targets_are_refused() {
 }
 
 /// Report options that contradict each other fail at once, before anything is traced
-/// (here before strace would start), and name the contradiction.
+/// (here before strace would start), as usage errors (status 2) that name the
+/// contradiction.
 #[test]
 fn contradicting_report_options_fail_before_the_session() {
-    let output = Command::new(AUDITOR)
-        .args([
-            "strace",
-            "--propose",
-            "close.ok=unlikely",
-            "--site",
-            "poll.fd_negative",
-            "--",
-            "/nonexistent/never-started",
-        ])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("--propose close.ok=unlikely: --site leaves close.ok out of the report"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("never-started"), "{stderr}");
+    for (options, says) in [
+        (
+            &[
+                "--propose",
+                "close.ok=unlikely",
+                "--site",
+                "poll.fd_negative",
+            ][..],
+            "--propose close.ok=unlikely: --site leaves close.ok out of the report",
+        ),
+        (
+            &["--top", "3"],
+            "--top limits the rows of --group-by: give --group-by too",
+        ),
+        (
+            &["--min-evaluations", "30"],
+            "--min-evaluations limits the rows of --group-by",
+        ),
+        (
+            &["--group-by", "program", "--top", "0"],
+            "--top 0 would show no group",
+        ),
+        (
+            &["--kernel-src", "/nonexistent"],
+            "is not a kernel source tree",
+        ),
+    ] {
+        let output = Command::new(AUDITOR)
+            .arg("strace")
+            .args(options)
+            .args(["--", "/nonexistent/never-started"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{options:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{options:?}: {stderr}");
+        assert!(!stderr.contains("never-started"), "{stderr}");
+    }
 }
 
 #[test]

@@ -5,6 +5,16 @@
 
 use std::borrow::Cow;
 
+/// A command line as a shell takes it back: each argument quoted where it must be
+/// (`sh -c 'nc -l 9 & nc 127.0.0.1 9'`), bytes that are not UTF-8 replaced.
+pub fn shell_quoted(argv: &[std::ffi::OsString]) -> String {
+    let words: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    shell_words::join(words)
+}
+
 /// Whether `c` must not reach a terminal as it is.
 fn unsafe_char(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')

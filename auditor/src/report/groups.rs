@@ -34,6 +34,83 @@ impl GroupBy {
     }
 }
 
+/// Which groups' rows a report shows (`--min-evaluations`, `--top`); the pooled rows
+/// count every group whatever these leave out, and a note says what they left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Rows of a group with fewer evaluations of their site are left out.
+    pub min_evaluations: u64,
+    /// Only the groups with the most evaluations over the shown sites, this many.
+    pub top: Option<usize>,
+}
+
+impl Limits {
+    /// `groups` as these limits show them, and the note on what they left out.
+    pub fn apply(
+        self,
+        by: GroupBy,
+        groups: Vec<GroupReport>,
+    ) -> (Vec<GroupReport>, Option<String>) {
+        let evaluations =
+            |sites: &[GroupSite]| -> u64 { sites.iter().map(|s| s.counts.total()).sum() };
+        let (mut rows_left, mut evaluations_left) = (0u64, 0u64);
+        let mut kept: Vec<GroupReport> = groups
+            .into_iter()
+            .filter_map(|mut group| {
+                let (keep, drop): (Vec<GroupSite>, Vec<GroupSite>) = group
+                    .sites
+                    .into_iter()
+                    .partition(|s| s.counts.total() >= self.min_evaluations);
+                rows_left += drop.len() as u64;
+                evaluations_left += evaluations(&drop);
+                group.sites = keep;
+                (!group.sites.is_empty()).then_some(group)
+            })
+            .collect();
+        let mut groups_left = 0;
+        if let Some(top) = self.top
+            && kept.len() > top
+        {
+            // The busiest first, names breaking ties; then back in name order.
+            kept.sort_by(|a, b| {
+                evaluations(&b.sites)
+                    .cmp(&evaluations(&a.sites))
+                    .then_with(|| a.name.cmp(&b.name))
+            });
+            for group in kept.drain(top..) {
+                groups_left += 1;
+                rows_left += group.sites.len() as u64;
+                evaluations_left += evaluations(&group.sites);
+            }
+            kept.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        let mut why = Vec::new();
+        if self.min_evaluations > 0 && rows_left > 0 {
+            why.push(format!(
+                "rows of fewer than {} evaluations",
+                self.min_evaluations
+            ));
+        }
+        if groups_left > 0 {
+            why.push(format!(
+                "{} past the {} with the most evaluations",
+                counted(groups_left, by.name(), &format!("{}s", by.name())),
+                self.top.unwrap_or(0)
+            ));
+        }
+        let note = (rows_left > 0).then(|| {
+            format!(
+                "Per {}: {} left out ({}), {} in all; the pooled rows count them.",
+                by.name(),
+                counted(rows_left, "row", "rows"),
+                why.join("; "),
+                counted(evaluations_left, "evaluation", "evaluations"),
+            )
+        });
+        (kept, note)
+    }
+}
+
 /// One group's counts and verdicts.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct GroupReport {

@@ -27,7 +27,7 @@ use crate::{
     verdict::{self, Arm, Verdict},
 };
 
-pub use escape::{escape_ascii, escape_markdown_cell, escape_text};
+pub use escape::{escape_ascii, escape_markdown_cell, escape_text, shell_quoted};
 pub use json::{json_schema, write_json};
 pub use notes::{counted, deciding_bound, percent};
 use notes::{run_note, site_notes, tally_notes, tree_notes};
@@ -377,6 +377,9 @@ pub struct Report {
     /// With `--group-by`: what the groups are of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grouped_by: Option<groups::GroupBy>,
+    /// Which groups' rows are shown (`--min-evaluations`, `--top`).
+    #[serde(skip)]
+    group_limits: groups::Limits,
     /// With `--group-by`: counts and verdicts per group.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<groups::GroupReport>,
@@ -533,6 +536,7 @@ impl Report {
             missed_probe_runs: tally.missed_probe_runs(),
             source_notes: Vec::new(),
             grouped_by: None,
+            group_limits: groups::Limits::default(),
             groups: Vec::new(),
             parts: Vec::new(),
             kernel_src: None,
@@ -659,20 +663,55 @@ impl Report {
                 groups::groups(&self.sites, rows)
             }
         };
-        let mut notes = self.leading_notes.clone();
+        // A note that names sites is about them: with `--site`, one naming only sites not
+        // shown is left out; one naming none is about the whole report.
+        let mut notes: Vec<String> = self
+            .leading_notes
+            .iter()
+            .filter(|note| {
+                let named = notes::sites_named(note);
+                named.is_empty() || named.iter().any(|id| shown.contains(id))
+            })
+            .cloned()
+            .collect();
         if let Some(tree) = &self.kernel_src {
             notes.extend(tree_notes(tree, &self.sites));
         }
         notes.extend(site_notes(&self.sites));
         if let Some(by) = self.grouped_by {
+            // Judged over every group; shown within the limits.
             notes.extend(groups::pooled_notes(&self.sites, by, &self.groups));
+            let (shown, left_out) = self
+                .group_limits
+                .apply(by, std::mem::take(&mut self.groups));
+            self.groups = shown;
+            notes.extend(left_out);
         }
         self.notes = notes;
     }
 
     /// Gives every program (host, source) its own counts and verdicts (`--group-by`).
-    pub fn grouped(mut self, by: Option<groups::GroupBy>) -> Report {
+    pub fn grouped(self, by: Option<groups::GroupBy>) -> Report {
+        self.grouped_within(by, groups::Limits::default())
+    }
+
+    /// Says `label` for what was traced (`--label`): a command line can hold key paths
+    /// and user@host. A report of one run says it of that run too, so that its JSON does
+    /// not keep the command line either.
+    pub fn labelled(mut self, label: Option<&str>) -> Report {
+        if let Some(label) = label {
+            self.target = label.to_string();
+            if let [run] = self.runs.as_mut_slice() {
+                run.traced = label.to_string();
+            }
+        }
+        self
+    }
+
+    /// [`Report::grouped`], its groups' rows shown within `limits`.
+    pub fn grouped_within(mut self, by: Option<groups::GroupBy>, limits: groups::Limits) -> Report {
         self.grouped_by = by;
+        self.group_limits = limits;
         self.refresh_notes();
         self
     }

@@ -278,6 +278,23 @@ pub fn deciding_bound(verdict: &verdict::Verdict) -> String {
     }
 }
 
+/// The catalogue's sites `note` names, by their ids standing as words of their own.
+pub(super) fn sites_named(note: &str) -> Vec<&'static str> {
+    let part_of_id = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+    auditor_common::catalogue::SITES
+        .iter()
+        .map(|info| info.id)
+        .filter(|id| {
+            note.match_indices(id).any(|(at, _)| {
+                let before = note[..at].chars().next_back();
+                let after = note[at + id.len()..].chars().next();
+                !before.is_some_and(part_of_id)
+                    && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+        })
+        .collect()
+}
+
 /// `12.34%`, with tiny non-zero shares shown as such rather than as 0.00%.
 pub fn percent(share: f64) -> String {
     if share > 0.0 && share < 0.0001 {

@@ -6,7 +6,11 @@ use std::path::PathBuf;
 
 use auditor_common::{Site, catalogue::Hint};
 
-use super::{Format, Layout, Proposal, Report, Sort, WIDE_COLUMNS, groups::GroupBy, svg};
+use super::{
+    Format, Layout, Proposal, Report, Sort, WIDE_COLUMNS,
+    groups::{self, GroupBy},
+    svg,
+};
 use crate::{
     kernel_src::{NotATree, TreeHints},
     output::{Output, OutputError},
@@ -35,6 +39,10 @@ pub struct Options {
     pub kernel_src: Option<PathBuf>,
     /// What that tree says of every site: read by [`Options::validated`], before a session.
     pub tree: Option<TreeHints>,
+    /// What the report says was traced, instead of the command line (`--label`).
+    pub label: Option<String>,
+    /// Which groups' rows are shown (`--min-evaluations`, `--top`; with `group_by`).
+    pub group_limits: groups::Limits,
 }
 
 /// Options that contradict each other.
@@ -54,8 +62,20 @@ pub enum OptionsError {
     /// The SVG cannot be drawn here (no font): said before the session, not after it.
     #[error("--svg: {0}")]
     Svg(String),
+    #[error("{0} limits the rows of --group-by: give --group-by too")]
+    LimitWithoutGroups(&'static str),
+    #[error("--top 0 would show no group: give at least 1")]
+    TopZero,
     #[error("--kernel-src: {0}")]
     Tree(#[from] NotATree),
+}
+
+impl OptionsError {
+    /// Whether the command line itself is wrong (exit status 2), not the machine (no
+    /// font for the SVG).
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, OptionsError::Svg(_))
+    }
 }
 
 /// How wide the place a report goes to is.
@@ -74,6 +94,17 @@ impl Options {
             && self.tree.is_none()
         {
             self.tree = Some(TreeHints::read(root)?);
+        }
+        if self.group_by.is_none() {
+            if self.group_limits.min_evaluations > 0 {
+                return Err(OptionsError::LimitWithoutGroups("--min-evaluations"));
+            }
+            if self.group_limits.top.is_some() {
+                return Err(OptionsError::LimitWithoutGroups("--top"));
+            }
+        }
+        if self.group_limits.top == Some(0) {
+            return Err(OptionsError::TopZero);
         }
         if self.svg.is_some() {
             svg::can_draw().map_err(|why| OptionsError::Svg(why.to_string()))?;
@@ -134,7 +165,8 @@ impl Options {
             .with_proposals(&self.proposals)
             .only(&self.sites)
             .sorted(self.order(self.format))
-            .grouped(self.group_by)
+            .grouped_within(self.group_by, self.group_limits)
+            .labelled(self.label.as_deref())
     }
 
     /// The layout for a destination `width` wide: tables keep every column on a wide

@@ -521,3 +521,110 @@ fn a_tree_judges_its_own_hints() {
     );
     assert!(text.lines().all(|l| l.len() <= 72), "{text}");
 }
+
+/// `--site` keeps the source's notes about the sites shown and those about no site.
+#[test]
+fn only_some_sites_keeps_the_notes_about_them() {
+    let report = fixed_report()
+        .with_notes(vec![
+            "fchmodat.bad_flags: the calls of fchmodat2 are not counted.".into(),
+            "Evaluations not attributed to a process: poll.fd_negative 3, close.ok 2.".into(),
+            "The session ended at a signal.".into(),
+        ])
+        .only(&[Site::CloseOk]);
+    let kept: Vec<bool> = ["fchmodat.", "Evaluations not", "The session"]
+        .iter()
+        .map(|start| report.notes.iter().any(|n| n.starts_with(start)))
+        .collect();
+    assert_eq!(kept, [false, true, true], "{:?}", report.notes);
+    let all = fixed_report().with_notes(vec!["fchmodat.bad_flags: x.".into()]);
+    assert!(all.notes.iter().any(|n| n.starts_with("fchmodat.")));
+    assert_eq!(
+        super::notes::sites_named("dup2.same_fd and fd.emfile. Not xfd.emfile or fd.emfile_2"),
+        ["fd.emfile", "dup2.same_fd"]
+    );
+}
+
+/// `--min-evaluations` and `--top` leave rows of the groups out, say so in one note, and
+/// leave the pooled rows and their notes as they were.
+#[test]
+fn group_limits_leave_rows_out_and_say_so() {
+    use super::groups::{GroupBy, Limits};
+    let all = fixed_report().grouped(Some(GroupBy::Program));
+    let rows = |r: &Report| -> Vec<(String, usize)> {
+        r.groups
+            .iter()
+            .map(|g| (escape_text(&g.name).into_owned(), g.sites.len()))
+            .collect()
+    };
+    assert_eq!(
+        rows(&all),
+        [("sshd".to_string(), 2), ("x|y\\u{1b}[2J".to_string(), 2)]
+    );
+    // x|y's 10 poll entries are under 50.
+    let some = fixed_report().grouped_within(
+        Some(GroupBy::Program),
+        Limits {
+            min_evaluations: 50,
+            top: None,
+        },
+    );
+    assert_eq!(
+        rows(&some),
+        [("sshd".to_string(), 2), ("x|y\\u{1b}[2J".to_string(), 1)]
+    );
+    let note = |r: &Report| {
+        r.notes
+            .iter()
+            .find(|n| n.starts_with("Per program:"))
+            .cloned()
+    };
+    assert_eq!(
+        note(&some).as_deref(),
+        Some(
+            "Per program: 1 row left out (rows of fewer than 50 evaluations), 10 evaluations \
+             in all; the pooled rows count them."
+        )
+    );
+    // The busiest program alone: sshd's 1500 evaluations against x|y's 110.
+    let top = fixed_report().grouped_within(
+        Some(GroupBy::Program),
+        Limits {
+            min_evaluations: 0,
+            top: Some(1),
+        },
+    );
+    assert_eq!(rows(&top), [("sshd".to_string(), 2)]);
+    assert_eq!(
+        note(&top).as_deref(),
+        Some(
+            "Per program: 2 rows left out (1 program past the 1 with the most evaluations), \
+             110 evaluations in all; the pooled rows count them."
+        )
+    );
+    assert_eq!(note(&all), None);
+    // The pooled counts and the notes judged over every group are the same.
+    let counts = |r: &Report| r.sites.iter().map(|s| s.counts).collect::<Vec<_>>();
+    assert_eq!(counts(&top), counts(&all));
+    for pooled in all.notes.iter().filter(|n| n.contains("pooled")) {
+        assert!(top.notes.contains(pooled), "{pooled}");
+    }
+}
+
+/// `--label` is what every format says was traced, the run's own record included.
+#[test]
+fn a_label_stands_for_the_command_line() {
+    let report = fixed_report().labelled(Some("ssh to a local sshd"));
+    assert_eq!(report.target, "ssh to a local sshd");
+    assert_eq!(report.runs[0].traced, "ssh to a local sshd");
+    for format in [Format::Table, Format::Markdown, Format::Text, Format::Json] {
+        let mut out = Vec::new();
+        report.render(format, NARROW, &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("ssh to a local sshd"), "{format:?}: {out}");
+    }
+    let argv: Vec<std::ffi::OsString> = ["sh", "-c", "nc -l 9 & nc 127.0.0.1 9"]
+        .map(Into::into)
+        .to_vec();
+    assert_eq!(shell_quoted(&argv), "sh -c 'nc -l 9 & nc 127.0.0.1 9'");
+}
