@@ -453,6 +453,18 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
     })?;
     say_how_it_ended(command, session.command_status);
     let code = session.exit_code();
+    // Stopped while the probe loaded, nothing was counted: one line, not a page of empty
+    // tables; JSON still gets its report, whose note says the same, for scripts.
+    if !session.attached && outputs.options.format != report::Format::Json {
+        let why = session
+            .observation
+            .notes
+            .last()
+            .cloned()
+            .unwrap_or_default();
+        auditor::say!("auditor: {why} No report was written.");
+        return Ok(ExitCode::from(code));
+    }
     print_report(Report::of(&session.observation), outputs)?;
     Ok(ExitCode::from(code))
 }

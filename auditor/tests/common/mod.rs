@@ -231,6 +231,13 @@ pub struct Started {
     dir: tempfile::TempDir,
 }
 
+impl Started {
+    /// Where `-o` writes the report.
+    pub fn report_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("report")
+    }
+}
+
 /// Starts `auditor ARGS` with `-o FILE` given right after the subcommand.
 pub fn start(args: &[&str]) -> Started {
     let dir = tempfile::tempdir().unwrap();
