@@ -628,3 +628,24 @@ fn a_label_stands_for_the_command_line() {
         .to_vec();
     assert_eq!(shell_quoted(&argv), "sh -c 'nc -l 9 & nc 127.0.0.1 9'");
 }
+
+/// The picture holds one page: rows past the limit are named as left out, not drawn; each
+/// row says its evaluations and verdict, and the title what was traced.
+#[test]
+fn the_svg_is_one_page_with_rows_labelled() {
+    packages::require("fonts-dejavu-core");
+    let report = fixed_report().grouped(Some(super::groups::GroupBy::Program));
+    let all = super::svg::render(&report, Sort::Miss).unwrap();
+    // 3 sites, and 4 rows of their programs.
+    assert_eq!(all.matches("<circle").count(), 7, "{all}");
+    assert!(!all.contains("more rows not drawn"));
+    assert!(all.contains("poll.fd_negative  n 1010  holds"), "{all}");
+    assert!(all.contains("holds") && all.contains("costly") && all.contains("wrong"));
+    assert!(
+        all.contains(" on Linux ") && all.contains("(test)"),
+        "{all}"
+    );
+    let cut = super::svg::render_rows(&report, Sort::Miss, 3).unwrap();
+    assert_eq!(cut.matches("<circle").count(), 3);
+    assert!(cut.contains("4 more rows not drawn"), "{cut}");
+}
