@@ -33,6 +33,7 @@ pub const PACKAGES: &[Package] = &[
         used_for: "the SVG's labels are laid out with a TrueType font",
         tests: &[
             "report::tests::the_svg_of_hostile_names_is_valid_xml",
+            "report::tests::the_svg_is_one_page_with_rows_labelled",
             "the_picture_has_a_mark_per_site_and_renders",
             "outputs::planted_links_and_fifos_are_refused_at_once",
             "outputs::a_bad_svg_path_is_refused_before_anything_is_read_or_written",
