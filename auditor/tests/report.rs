@@ -513,7 +513,7 @@ fn every_format_carries_the_same_notes() {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    for format in ["table", "markdown", "text"] {
+    for format in ["table", "markdown", "text", "annotated"] {
         let rendered = plain(&render(format));
         for note in &notes {
             assert_eq!(
