@@ -362,13 +362,6 @@ fn a_signal_at_any_moment_ends_the_session_with_a_report() {
                 report["notes"]
             );
         }
-        if millis == 4000 {
-            assert!(
-                !calls.is_empty(),
-                "{signal} at {delay:?}: {:?}",
-                report["notes"]
-            );
-        }
     }
 }
 
