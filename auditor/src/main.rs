@@ -12,19 +12,38 @@ use auditor::{
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// Exit statuses, for `--help`; the README has the same table.
-const EXIT_STATUSES: &str = "\
-Exit status:
+/// Exit statuses, for `--help` after each command's examples; the README has the same
+/// table.
+macro_rules! exit_statuses {
+    () => {
+        "Exit status:
   the command's  a command was started: its exit code, or 128 + N when signal N ended it
   0              the report was printed and everything was read
   1              the auditor could not do what was asked (the message says why)
   2              the command line was wrong
   3              the report was printed, but part of the strace input could not be read
-  128 + N        signal N stopped the session before anything was counted";
+  128 + N        signal N stopped the session before anything was counted"
+    };
+}
+
+/// A command's examples, then the exit statuses.
+macro_rules! examples {
+    ($($line:literal),+ $(,)?) => {
+        concat!("Examples:\n", $("  ", $line, "\n",)+ "\n", exit_statuses!())
+    };
+}
 
 /// Checks kernel likely()/unlikely() hints against what real programs do.
 #[derive(Parser)]
-#[command(version, about, after_help = EXIT_STATUSES)]
+#[command(
+    version,
+    about,
+    after_help = examples!(
+        "auditor trace --site poll.fd_negative --format text -- ssh localhost true",
+        "auditor strace --group-by program -- curl -s http://127.0.0.1:8000/",
+        "auditor report --format annotated --kernel-src linux-7.2 a.json b.json",
+    )
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -35,29 +54,94 @@ enum Command {
     /// Count catalogued kernel branches with the eBPF probe (needs root) and judge each hint.
     ///
     /// With no target, runs the bundled default workload.
-    #[command(after_help = EXIT_STATUSES)]
+    #[command(after_help = examples!(
+        "auditor trace --format text -- ssh localhost true",
+        "auditor trace --comm sshd --duration 60s --format json -o sshd.json",
+        "auditor trace --propose select.fd_not_open=unlikely --site select.fd_not_open -- CMD",
+    ))]
     Trace(TraceArgs),
     /// List the catalogue of branch sites: where each is, its hint, what it counts.
+    #[command(after_help = examples!(
+        "auditor sites",
+        "auditor sites --kernel-src target/kernel-src/linux-source-7.2 --format json",
+    ))]
     Sites(SitesArgs),
     /// Every likely()/unlikely() in the files of the readiness and fd paths of a kernel
     /// tree, with its status: measured (by which site), not yet, or not decidable (why).
+    #[command(after_help = examples!(
+        "auditor hints --kernel-src target/kernel-src/linux-source-7.2",
+        "auditor hints --kernel-src linux --format markdown",
+    ))]
     Hints(HintsArgs),
     /// Count by running strace on a command or processes: no privileges needed.
     ///
     /// Runs `strace -f -Y -qq -v -s 65536 -e trace=<the decoded syscalls>` with LANG=C and
     /// reads its output as it comes. Exits with the command's status, or 3 when part of
     /// strace's output could not be read.
-    #[command(after_help = EXIT_STATUSES)]
+    #[command(after_help = examples!(
+        "auditor strace --format text -- python3 -m http.server",
+        "auditor strace -p 1234 --duration 30s",
+    ))]
     Strace(StraceArgs),
     /// Count from strace logs (`strace -f -o LOG CMD`; `-ff` files too), no privileges needed.
     ///
     /// Exits with 3 when part of a log could not be read (the report says which lines).
-    #[command(after_help = EXIT_STATUSES)]
+    #[command(after_help = examples!(
+        "strace -f -o ssh.log ssh localhost true && auditor ingest ssh.log",
+        "auditor ingest --format json -o ssh.json ssh.log",
+    ))]
     Ingest(IngestArgs),
     /// Render saved JSON reports again (`--format json -o FILE`), merging several: counts
     /// add exactly and the verdicts are judged again on the sums.
-    #[command(after_help = EXIT_STATUSES)]
+    #[command(after_help = examples!(
+        "auditor report --group-by host laptop.json server.json",
+        "auditor report --format markdown --site poll.fd_negative fleet/*.json",
+    ))]
     Report(ReportArgs),
+    /// Write the manual pages (into DIR) or a shell's completions (to stdout), from this
+    /// command line's own definition.
+    #[command(hide = true)]
+    Generate(GenerateArgs),
+}
+
+#[derive(clap::Args)]
+struct GenerateArgs {
+    #[arg(value_enum)]
+    what: Generated,
+    /// Where the manual pages go (`man`).
+    #[arg(long, value_name = "DIR", required_if_eq("what", "man"))]
+    out: Option<std::path::PathBuf>,
+}
+
+/// What `generate` writes.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Generated {
+    /// auditor.1 and one page per command (auditor-trace.1, ...).
+    Man,
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Writes the manual pages or a shell's completions.
+fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    let shell = match args.what {
+        Generated::Man => {
+            let dir = args.out.context("--out DIR")?;
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            return clap_mangen::generate_to(command, &dir)
+                .with_context(|| format!("writing the manual pages into {}", dir.display()));
+        }
+        Generated::Bash => clap_complete::Shell::Bash,
+        Generated::Zsh => clap_complete::Shell::Zsh,
+        Generated::Fish => clap_complete::Shell::Fish,
+    };
+    let mut stdout = std::io::stdout().lock();
+    clap_complete::generate(shell, &mut command, "auditor", &mut stdout);
+    Ok(stdout.flush()?)
 }
 
 #[derive(clap::Args)]
@@ -591,6 +675,7 @@ fn main() -> ExitCode {
         Command::Ingest(args) => run_ingest(args),
         Command::Strace(args) => run_strace(args),
         Command::Report(args) => run_report(args),
+        Command::Generate(args) => run_generate(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -5,6 +5,7 @@ mod bench;
 mod build;
 mod fixtures;
 mod fuzz;
+mod install;
 mod kernel_src;
 mod oracle;
 mod releases;
@@ -32,6 +33,8 @@ enum Task {
     Setup(setup::Options),
     /// Build the release auditor with its probe embedded.
     Build,
+    /// Build, then install `auditor`, its manual pages and completions (under /usr/local).
+    Install(install::Options),
     /// Build, then run `auditor` (by default `auditor trace`: the default workload).
     Run(run::Options),
     /// Run every test: lints, unit tests, and (as root) the privileged eBPF tests.
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().task {
         Task::Setup(options) => setup::run(&options),
         Task::Build => build::run().map(drop),
+        Task::Install(options) => install::run(&options),
         Task::Run(options) => run::run(&options),
         Task::Test(options) => test::run(&options),
         Task::RecordFixtures => fixtures::run(),
