@@ -146,7 +146,7 @@ fn run_generate(args: GenerateArgs) -> anyhow::Result<()> {
 
 #[derive(clap::Args)]
 struct ReportArgs {
-    /// Saved JSON reports.
+    /// Saved JSON reports; `-` reads one from standard input.
     #[arg(required = true, value_name = "REPORT")]
     reports: Vec<std::path::PathBuf>,
     /// Merge reports of another catalogue version or kernel release than the first's too
@@ -306,7 +306,12 @@ struct StraceArgs {
     #[command(flatten)]
     output: OutputArgs,
     /// The command to start and trace, with its children.
-    #[arg(last = true, value_name = "CMD")]
+    #[arg(
+        last = true,
+        value_name = "CMD",
+        conflicts_with = "pids",
+        required_unless_present = "pids"
+    )]
     command: Vec<OsString>,
 }
 
@@ -410,7 +415,7 @@ impl From<FormatArg> for Format {
 #[derive(clap::Args)]
 struct TraceArgs {
     /// Trace this running process (threads included); repeatable.
-    #[arg(long = "pid", value_name = "PID")]
+    #[arg(short, long = "pid", value_name = "PID")]
     pids: Vec<u32>,
     /// Trace processes with this name, as `ps` and `pgrep` show it (the name of the
     /// process's main thread), with all their threads; repeatable.
@@ -435,7 +440,11 @@ struct TraceArgs {
     #[command(flatten)]
     output: OutputArgs,
     /// The command to start and trace, with its children.
-    #[arg(last = true, value_name = "CMD")]
+    #[arg(
+        last = true,
+        value_name = "CMD",
+        conflicts_with_all = ["pids", "comms", "thread_comms", "all", "workload"]
+    )]
     command: Vec<OsString>,
     /// Take the user stack of calls that go a site's rare way (against its hint, or the
     /// `--propose`d one; both ways at an unhinted site), sampled, and name the code behind
@@ -447,7 +456,7 @@ struct TraceArgs {
     empty_programs: bool,
     /// Serve the live counts for Prometheus at http://ADDRESS/metrics (OpenMetrics text):
     /// `ADDRESS:PORT`, or `PORT` for 127.0.0.1. The report still comes at the end.
-    #[arg(long, value_name = "ADDRESS")]
+    #[arg(long, value_name = "ADDRESS", value_parser = metrics_address)]
     metrics: Option<String>,
 }
 
@@ -478,14 +487,21 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
+/// A `--metrics` address, checked as the command line is read (a usage error).
+fn metrics_address(given: &str) -> Result<String, String> {
+    auditor::metrics::server::parse(given)
+        .map(|_| given.to_string())
+        .map_err(|e| {
+            let text = e.to_string();
+            text.split_once(": ")
+                .map_or(text.clone(), |(_, why)| why.to_string())
+        })
+}
+
 fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
+    // A command and another target together are refused as the command line is read.
     let has_processes =
         !args.pids.is_empty() || !args.comms.is_empty() || !args.thread_comms.is_empty();
-    if !args.command.is_empty() && (has_processes || args.all || args.workload.is_some()) {
-        anyhow::bail!(
-            "give either a command after `--` or --pid/--comm/--all/--workload, not both"
-        );
-    }
     let target = if !args.command.is_empty() {
         Target::Command(args.command)
     } else if args.all {

@@ -94,15 +94,63 @@ fn without_privileges_it_says_what_is_missing() {
     );
 }
 
+/// Usage errors exit 2 from every command, as the README's table says: targets that
+/// exclude each other, a bad --metrics address, strace with no target. `-p` is `--pid` for
+/// both sources.
 #[test]
-fn conflicting_targets_are_refused() {
+fn usage_errors_exit_2() {
+    for args in [
+        &["trace", "--pid", "1", "--", "true"][..],
+        &["trace", "-p", "1", "--all"],
+        &["trace", "--all", "--", "true"],
+        &["trace", "--metrics", "nonsense", "--", "true"],
+        &["strace", "-p", "1", "--", "true"],
+        &["strace"],
+        &["report"],
+        &["trace", "--no-such-option"],
+    ] {
+        let output = Command::new(AUDITOR).args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("error:"), "{args:?}: {stderr}");
+    }
     let output = Command::new(AUDITOR)
-        .args(["trace", "--pid", "1", "--", "true"])
+        .args(["trace", "--metrics", "nonsense", "--", "true"])
         .output()
         .unwrap();
-    assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("not both"), "{stderr}");
+    assert!(stderr.contains("expected ADDRESS:PORT or PORT"), "{stderr}");
+}
+
+/// `auditor report -` reads a saved report from standard input, as `ingest -` reads a log.
+#[test]
+fn a_saved_report_is_read_from_standard_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("ssh.json");
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ssh.log");
+    let status = Command::new(AUDITOR)
+        .args(["ingest", "--format", "json", "-o"])
+        .arg(&saved)
+        .arg(&log)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let from_file = Command::new(AUDITOR)
+        .args(["report", "--format", "text"])
+        .arg(&saved)
+        .output()
+        .unwrap();
+    let from_stdin = Command::new(AUDITOR)
+        .args(["report", "--format", "text", "-"])
+        .stdin(std::fs::File::open(&saved).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        from_stdin.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_stdin.stderr)
+    );
+    assert_eq!(from_stdin.stdout, from_file.stdout);
 }
 
 /// Report options that contradict each other fail at once, before anything is traced

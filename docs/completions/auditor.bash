@@ -471,13 +471,17 @@ _auditor() {
             return 0
             ;;
         auditor__subcmd__trace)
-            opts="-o -h --pid --comm --thread-comm --all --workload --duration --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --label --svg --wide --output --stacks --empty-programs --metrics --help"
+            opts="-p -o -h --pid --comm --thread-comm --all --workload --duration --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --label --svg --wide --output --stacks --empty-programs --metrics --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --pid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -p)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -34,7 +34,7 @@ complete -c auditor -n "__fish_auditor_needs_command" -f -a "ingest" -d 'Count f
 complete -c auditor -n "__fish_auditor_needs_command" -f -a "report" -d 'Render saved JSON reports again (`--format json -o FILE`), merging several: counts add exactly and the verdicts are judged again on the sums'
 complete -c auditor -n "__fish_auditor_needs_command" -f -a "generate" -d 'Write the manual pages (into DIR) or a shell\'s completions (to stdout), from this command line\'s own definition'
 complete -c auditor -n "__fish_auditor_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c auditor -n "__fish_auditor_using_subcommand trace" -l pid -d 'Trace this running process (threads included); repeatable' -r
+complete -c auditor -n "__fish_auditor_using_subcommand trace" -s p -l pid -d 'Trace this running process (threads included); repeatable' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l comm -d 'Trace processes with this name, as `ps` and `pgrep` show it (the name of the process\'s main thread), with all their threads; repeatable' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l thread-comm -d 'Trace the threads that carry this name themselves (as `ps -L` shows it); repeatable' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l workload -d 'Run a bundled workload: `default`, or steps such as "poll:100:1024:64 select:10:-1"' -r

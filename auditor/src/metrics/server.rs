@@ -90,7 +90,7 @@ pub struct Exporter {
 }
 
 /// `ADDRESS:PORT`, or `PORT` alone for loopback.
-fn parse(given: &str) -> Result<SocketAddr, ExporterError> {
+pub fn parse(given: &str) -> Result<SocketAddr, ExporterError> {
     let full = if given.bytes().all(|b| b.is_ascii_digit()) {
         format!("127.0.0.1:{given}")
     } else {

@@ -148,19 +148,28 @@ fn site_of(id: &str, file: &str) -> Result<Site, SavedError> {
 /// process and site of a full table of 16 384 processes is about 80 MiB).
 pub const LARGEST_REPORT: u64 = 512 << 20;
 
-/// Reads a saved JSON report.
+/// Reads a saved JSON report; `-` is standard input, as for `ingest`.
 pub fn read(path: &Path) -> Result<Loaded, SavedError> {
-    let file = path.display().to_string();
+    let stdin = path == Path::new("-");
+    let file = if stdin {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    };
     let unreadable = |why: String| SavedError::Unreadable {
         file: file.clone(),
         why,
     };
     // Never read past a bound: an endless or enormous input is refused at the bound, not
     // when memory runs out.
-    let file_handle = std::fs::File::open(path).map_err(|e| unreadable(e.to_string()))?;
+    let input: Box<dyn std::io::Read> = if stdin {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::fs::File::open(path).map_err(|e| unreadable(e.to_string()))?)
+    };
     let mut text = Vec::new();
     std::io::Read::read_to_end(
-        &mut std::io::Read::take(file_handle, LARGEST_REPORT + 1),
+        &mut std::io::Read::take(input, LARGEST_REPORT + 1),
         &mut text,
     )
     .map_err(|e| unreadable(e.to_string()))?;
