@@ -195,6 +195,9 @@ struct OutputArgs {
     /// many more there were; the pooled rows count them).
     #[arg(long, value_name = "K")]
     top: Option<usize>,
+    /// Colour the verdicts: on a terminal (`auto`, unless NO_COLOR is set), always, never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    color: ColorArg,
     /// Say TEXT for what was traced, instead of the command line (which can hold key paths
     /// or user@host), in every format.
     #[arg(long, value_name = "TEXT")]
@@ -239,6 +242,11 @@ impl OutputArgs {
             kernel_src: self.kernel_src.clone(),
             tree: None,
             label: self.label.clone(),
+            colour: match self.color {
+                ColorArg::Auto => report::colour::Colour::Auto,
+                ColorArg::Always => report::colour::Colour::Always,
+                ColorArg::Never => report::colour::Colour::Never,
+            },
             group_limits: report::groups::Limits {
                 min_evaluations: self.min_evaluations,
                 top: self.top,
@@ -365,6 +373,13 @@ impl From<ListFormatArg> for Format {
             ListFormatArg::Text => Format::Text,
         }
     }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ColorArg {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

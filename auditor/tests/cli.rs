@@ -399,3 +399,25 @@ fn an_input_with_no_strace_output_is_one_line() {
     assert_eq!(output.status.code(), Some(3));
     assert!(!output.stdout.is_empty());
 }
+
+/// Verdicts are coloured on a terminal only (`--color auto`), always when asked, never in
+/// text for a mail reply; a pipe gets plain text.
+#[test]
+fn verdicts_are_coloured_when_asked() {
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ssh.log");
+    let run = |args: &[&str]| {
+        let output = Command::new(AUDITOR)
+            .args(["ingest", "--site", "close.ok"])
+            .args(args)
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert!(!run(&[]).contains('\u{1b}'));
+    assert!(run(&["--color", "always"]).contains("\u{1b}[32mholds\u{1b}[0m"));
+    assert!(run(&["--color", "always", "--format", "annotated"]).contains("\u{1b}[32mholds ("));
+    assert!(!run(&["--color", "always", "--format", "text"]).contains('\u{1b}'));
+    assert!(!run(&["--color", "never"]).contains('\u{1b}'));
+}

@@ -251,7 +251,7 @@ _auditor() {
             return 0
             ;;
         auditor__subcmd__ingest)
-            opts="-o -h --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --label --svg --wide --output --help"
+            opts="-o -h --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --color --label --svg --wide --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -287,6 +287,10 @@ _auditor() {
                     ;;
                 --top)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
                     ;;
                 --label)
@@ -313,7 +317,7 @@ _auditor() {
             return 0
             ;;
         auditor__subcmd__report)
-            opts="-o -h --force --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --label --svg --wide --output --help"
+            opts="-o -h --force --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --color --label --svg --wide --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -349,6 +353,10 @@ _auditor() {
                     ;;
                 --top)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
                     ;;
                 --label)
@@ -397,7 +405,7 @@ _auditor() {
             return 0
             ;;
         auditor__subcmd__strace)
-            opts="-p -o -h --pid --stacks --duration --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --label --svg --wide --output --help"
+            opts="-p -o -h --pid --stacks --duration --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --color --label --svg --wide --output --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -447,6 +455,10 @@ _auditor() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
                 --label)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -471,7 +483,7 @@ _auditor() {
             return 0
             ;;
         auditor__subcmd__trace)
-            opts="-p -o -h --pid --comm --thread-comm --all --workload --duration --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --label --svg --wide --output --stacks --empty-programs --metrics --help"
+            opts="-p -o -h --pid --comm --thread-comm --all --workload --duration --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --color --label --svg --wide --output --stacks --empty-programs --metrics --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -531,6 +543,10 @@ _auditor() {
                     ;;
                 --top)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
                     ;;
                 --label)

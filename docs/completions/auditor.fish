@@ -56,6 +56,9 @@ host\t'Per host a run was taken on (of merged reports)'
 source\t'Per source that counted (of merged reports)'"
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l min-evaluations -d 'With --group-by: leave out a group\'s rows of fewer evaluations than N (a note says how many; the pooled rows count them)' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l top -d 'With --group-by: show only the K groups with the most evaluations (a note says how many more there were; the pooled rows count them)' -r
+complete -c auditor -n "__fish_auditor_using_subcommand trace" -l color -d 'Colour the verdicts: on a terminal (`auto`, unless NO_COLOR is set), always, never' -r -f -a "auto\t''
+always\t''
+never\t''"
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l label -d 'Say TEXT for what was traced, instead of the command line (which can hold key paths or user@host), in every format' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l svg -d 'Also draw the report as a picture into FILE (SVG): per site, the rare arm\'s share with its 95% interval on a log axis, the 10% bar marked' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -s o -l output -d 'Write the report to FILE: checked before the session starts, replaced whole when it ends (never written through a link, into a FIFO or device, or over an input); `-` is stdout. Without it, the report goes to stderr when a command is started (its output keeps stdout), else to stdout' -r -F
@@ -97,6 +100,9 @@ host\t'Per host a run was taken on (of merged reports)'
 source\t'Per source that counted (of merged reports)'"
 complete -c auditor -n "__fish_auditor_using_subcommand strace" -l min-evaluations -d 'With --group-by: leave out a group\'s rows of fewer evaluations than N (a note says how many; the pooled rows count them)' -r
 complete -c auditor -n "__fish_auditor_using_subcommand strace" -l top -d 'With --group-by: show only the K groups with the most evaluations (a note says how many more there were; the pooled rows count them)' -r
+complete -c auditor -n "__fish_auditor_using_subcommand strace" -l color -d 'Colour the verdicts: on a terminal (`auto`, unless NO_COLOR is set), always, never' -r -f -a "auto\t''
+always\t''
+never\t''"
 complete -c auditor -n "__fish_auditor_using_subcommand strace" -l label -d 'Say TEXT for what was traced, instead of the command line (which can hold key paths or user@host), in every format' -r
 complete -c auditor -n "__fish_auditor_using_subcommand strace" -l svg -d 'Also draw the report as a picture into FILE (SVG): per site, the rare arm\'s share with its 95% interval on a log axis, the 10% bar marked' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand strace" -s o -l output -d 'Write the report to FILE: checked before the session starts, replaced whole when it ends (never written through a link, into a FIFO or device, or over an input); `-` is stdout. Without it, the report goes to stderr when a command is started (its output keeps stdout), else to stdout' -r -F
@@ -121,6 +127,9 @@ host\t'Per host a run was taken on (of merged reports)'
 source\t'Per source that counted (of merged reports)'"
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l min-evaluations -d 'With --group-by: leave out a group\'s rows of fewer evaluations than N (a note says how many; the pooled rows count them)' -r
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l top -d 'With --group-by: show only the K groups with the most evaluations (a note says how many more there were; the pooled rows count them)' -r
+complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l color -d 'Colour the verdicts: on a terminal (`auto`, unless NO_COLOR is set), always, never' -r -f -a "auto\t''
+always\t''
+never\t''"
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l label -d 'Say TEXT for what was traced, instead of the command line (which can hold key paths or user@host), in every format' -r
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l svg -d 'Also draw the report as a picture into FILE (SVG): per site, the rare arm\'s share with its 95% interval on a log axis, the 10% bar marked' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -s o -l output -d 'Write the report to FILE: checked before the session starts, replaced whole when it ends (never written through a link, into a FIFO or device, or over an input); `-` is stdout. Without it, the report goes to stderr when a command is started (its output keeps stdout), else to stdout' -r -F
@@ -144,6 +153,9 @@ host\t'Per host a run was taken on (of merged reports)'
 source\t'Per source that counted (of merged reports)'"
 complete -c auditor -n "__fish_auditor_using_subcommand report" -l min-evaluations -d 'With --group-by: leave out a group\'s rows of fewer evaluations than N (a note says how many; the pooled rows count them)' -r
 complete -c auditor -n "__fish_auditor_using_subcommand report" -l top -d 'With --group-by: show only the K groups with the most evaluations (a note says how many more there were; the pooled rows count them)' -r
+complete -c auditor -n "__fish_auditor_using_subcommand report" -l color -d 'Colour the verdicts: on a terminal (`auto`, unless NO_COLOR is set), always, never' -r -f -a "auto\t''
+always\t''
+never\t''"
 complete -c auditor -n "__fish_auditor_using_subcommand report" -l label -d 'Say TEXT for what was traced, instead of the command line (which can hold key paths or user@host), in every format' -r
 complete -c auditor -n "__fish_auditor_using_subcommand report" -l svg -d 'Also draw the report as a picture into FILE (SVG): per site, the rare arm\'s share with its 95% interval on a log axis, the 10% bar marked' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand report" -s o -l output -d 'Write the report to FILE: checked before the session starts, replaced whole when it ends (never written through a link, into a FIFO or device, or over an input); `-` is stdout. Without it, the report goes to stderr when a command is started (its output keeps stdout), else to stdout' -r -F

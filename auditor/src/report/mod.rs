@@ -2,6 +2,7 @@
 //! here once; renderers only format.
 
 mod annotated;
+pub mod colour;
 mod escape;
 pub mod groups;
 mod json;

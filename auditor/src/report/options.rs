@@ -43,6 +43,8 @@ pub struct Options {
     pub label: Option<String>,
     /// Which groups' rows are shown (`--min-evaluations`, `--top`; with `group_by`).
     pub group_limits: groups::Limits,
+    /// When the verdicts of the table and annotated formats are coloured (`--color`).
+    pub colour: super::colour::Colour,
 }
 
 /// Options that contradict each other.
@@ -199,8 +201,21 @@ impl Options {
             terminal_size::terminal_size_of(fd)
                 .map_or(Width::Unbounded, |(columns, _)| Width::Terminal(columns.0))
         });
+        let coloured = matches!(self.format, Format::Table | Format::Annotated)
+            && self.colour.enabled(out.terminal_fd().is_some_and(|fd| {
+                // SAFETY: as above.
+                let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+                std::io::IsTerminal::is_terminal(&fd)
+            }));
         let written = out.write_with("report", |out| {
-            report.render(self.format, self.layout(width), out)
+            if coloured {
+                let mut plain = Vec::new();
+                report.render(self.format, self.layout(width), &mut plain)?;
+                let text = super::colour::verdicts(&String::from_utf8_lossy(&plain));
+                out.write_all(text.as_bytes())
+            } else {
+                report.render(self.format, self.layout(width), out)
+            }
         });
         let drawn = svg.map_or(Ok(()), |svg| {
             let text = svg::render(&report, self.order(Format::Annotated)).map_err(|why| {
