@@ -61,7 +61,7 @@ pub struct Options {
     pub target: Target,
     /// Stop after this long (a started command is sent SIGTERM).
     pub duration: Option<Duration>,
-    /// Show a one-line status on stderr when it is a terminal.
+    /// Show a one-line status on stderr when it is a terminal no started command writes to.
     pub status: bool,
     /// Attach programs that do nothing: the probe benchmark's floor (nothing is counted).
     pub empty_programs: bool,
@@ -490,7 +490,9 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
     let started = Instant::now();
     let child = held.map(HeldChild::release).transpose()?;
 
-    let status_line = options.status && std::io::stderr().is_terminal();
+    // A started command writes to the terminal it inherited: a status line there would be
+    // written over its output, so there is one only when no command runs.
+    let status_line = options.status && child.is_none() && std::io::stderr().is_terminal();
     let mut last_status = Instant::now();
     let wait_child = |child: Pid| -> Result<Option<Ending>, Error> {
         match waitpid(child, Some(WaitPidFlag::WNOHANG)) {

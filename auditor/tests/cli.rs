@@ -230,6 +230,26 @@ fn sites_lists_the_catalogue() {
     assert_eq!(fd_negative["hint_since"], "6.16");
     assert_eq!(fd_negative["unit"], "pollfd_entry");
     assert_eq!(fd_negative["decided"], "exit");
+
+    // For a mail reply: every site, in lines of at most 72 columns.
+    let output = Command::new(AUDITOR)
+        .args(["sites", "--format", "text"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.lines().all(|l| l.len() <= 72), "{text}");
+    for site in sites {
+        let id = site["id"].as_str().unwrap();
+        assert!(
+            text.contains(&format!("\n{id}: ")) || text.starts_with(&format!("{id}: ")),
+            "{id}"
+        );
+    }
+    assert!(
+        text.contains("poll.fd_negative: unlikely since 6.16\n    do_pollfd in fs/select.c:"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -329,6 +349,20 @@ fn hints_lists_every_hint_of_a_tree_with_its_status() {
         table.contains("Measured: 1 of the 1 decidable (100.0%)."),
         "{table}"
     );
+    // For a mail reply: each hint on its line, what measures it below, 72 columns.
+    let text = run("text");
+    assert!(
+        text.contains(
+            "fs/select.c:3 core_sys_select: unlikely(n < 0)\n    measured by select.n_negative"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("Measured: 1 of the 1 decidable (100.0%)."),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.len() <= 72), "{text}");
+    assert_ne!(text, table);
 
     let output = Command::new(AUDITOR)
         .args(["hints", "--kernel-src", "/nonexistent"])
@@ -420,4 +454,36 @@ fn verdicts_are_coloured_when_asked() {
     assert!(run(&["--color", "always", "--format", "annotated"]).contains("\u{1b}[32mholds ("));
     assert!(!run(&["--color", "always", "--format", "text"]).contains('\u{1b}'));
     assert!(!run(&["--color", "never"]).contains('\u{1b}'));
+}
+
+/// On a terminal, the live status line is written only where no started command writes:
+/// a traced command's output is never interleaved with it. With `--pid` there is one.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn the_status_line_keeps_off_a_commands_terminal() {
+    require_privileges();
+    common::packages::require("bsdutils");
+    // `script` gives the auditor a terminal, and records all that reaches it.
+    let on_a_terminal = |line: &str| {
+        let output = Command::new("script")
+            .args(["-qec", line, "/dev/null"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{line}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let command = on_a_terminal(&format!(
+        "{AUDITOR} trace --format json -o /dev/null -- sh -c 'sleep 1.5; echo the command wrote'"
+    ));
+    assert!(command.contains("the command wrote"), "{command}");
+    assert!(!command.contains(" calls, "), "{command}");
+    let sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let attached = on_a_terminal(&format!(
+        "{AUDITOR} trace --format json -o /dev/null --duration 1500ms --pid {}",
+        sleeper.id()
+    ));
+    let mut sleeper = sleeper;
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(attached.contains(" calls, "), "{attached}");
 }

@@ -54,7 +54,8 @@ pub fn write_sites(
             serde_json::to_writer_pretty(&mut *out, &rows)?;
             writeln!(out)
         }
-        Format::Table | Format::Markdown | Format::Text | Format::Annotated => {
+        Format::Text => text::write_sites_text(&rows, out),
+        Format::Table | Format::Markdown | Format::Annotated => {
             write_sites_table(&rows, format == Format::Markdown, out)
         }
     }
@@ -72,7 +73,8 @@ pub fn write_hints(
             serde_json::to_writer_pretty(&mut *out, &hints)?;
             writeln!(out)
         }
-        Format::Table | Format::Markdown | Format::Text | Format::Annotated => {
+        Format::Text => text::write_hints_text(&hints, out),
+        Format::Table | Format::Markdown | Format::Annotated => {
             write_hints_table(&hints, format == Format::Markdown, out)
         }
     }

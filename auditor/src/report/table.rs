@@ -384,6 +384,39 @@ fn write(
 
 /// Every hint of a tree's followed files as a table, one row per hint call, with the
 /// totals and what the catalogue names that the tree lacks below it.
+/// The lines after a tree's hints: how many of each status, the share measured, and what
+/// the catalogue names that the tree lacks.
+pub(super) fn hints_summary(hints: &crate::kernel_src::Hints) -> Vec<String> {
+    let summary = &hints.summary;
+    let mut lines = vec![format!(
+        "{} hints in {}: {} measured, {} not yet, {} not decidable, {} unclassified.",
+        summary.hints,
+        hints.files.join(", "),
+        summary.measured,
+        summary.not_yet,
+        summary.not_decidable,
+        summary.unclassified
+    )];
+    if let Some(share) = summary.measured_of_decidable {
+        lines.push(format!(
+            "Measured: {} of the {} decidable ({share:.1}%).",
+            summary.measured,
+            summary.measured + summary.not_yet
+        ));
+    }
+    if !hints.missing.is_empty() {
+        lines.push(String::new());
+        lines.push("In the catalogue or its classification, not in this tree:".to_string());
+        for missing in &hints.missing {
+            lines.push(format!(
+                "- {} ({}): {}",
+                missing.what, missing.file, missing.why
+            ));
+        }
+    }
+    lines
+}
+
 pub fn write_hints_table(
     hints: &crate::kernel_src::Hints,
     markdown: bool,
@@ -420,37 +453,9 @@ pub fn write_hints_table(
     // Conditions and reasons wrap in a terminal; a Markdown cell is one line.
     let wrap: &[(usize, usize)] = if markdown { &[] } else { &[(3, 40), (5, 64)] };
     writeln!(out, "{}", styled_wrapped(table, flavour, &[], wrap))?;
-    let summary = &hints.summary;
-    writeln!(
-        out,
-        "\n{} hints in {}: {} measured, {} not yet, {} not decidable, {} unclassified.",
-        summary.hints,
-        hints.files.join(", "),
-        summary.measured,
-        summary.not_yet,
-        summary.not_decidable,
-        summary.unclassified
-    )?;
-    if let Some(share) = summary.measured_of_decidable {
-        writeln!(
-            out,
-            "Measured: {} of the {} decidable ({share:.1}%).",
-            summary.measured,
-            summary.measured + summary.not_yet
-        )?;
-    }
-    if !hints.missing.is_empty() {
-        writeln!(
-            out,
-            "\nIn the catalogue or its classification, not in this tree:"
-        )?;
-        for missing in &hints.missing {
-            writeln!(
-                out,
-                "- {} ({}): {}",
-                missing.what, missing.file, missing.why
-            )?;
-        }
+    writeln!(out)?;
+    for line in hints_summary(hints) {
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }

@@ -186,6 +186,90 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `auditor sites --format text`: each site as a short paragraph, at most 72 columns.
+pub fn write_sites_text(rows: &[super::SiteRow], out: &mut dyn Write) -> std::io::Result<()> {
+    use crate::kernel_src::TreeHint;
+    for row in rows {
+        let info = row.info;
+        let hint = match info.hint {
+            Hint::None => "no hint".to_string(),
+            hint => format!("{} since {}", hint.name(), info.hint_since),
+        };
+        let syscalls: Vec<&str> = info.syscalls.iter().map(|s| s.name()).collect();
+        writeln!(out, "{}", wrapped(&format!("{}: {hint}", info.id), "    "))?;
+        let lines = [
+            format!(
+                "    {} in {}: taken when {}.",
+                info.function, info.file, info.condition
+            ),
+            format!(
+                "    Counted per {} of {}; the probe decides at {}.",
+                info.unit.name().replace('_', " "),
+                syscalls.join(", "),
+                info.decided.name().replace('_', " ")
+            ),
+        ];
+        for line in lines {
+            writeln!(out, "{}", wrapped(&line, "    "))?;
+        }
+        if let Some(tree) = &row.tree {
+            let line = match tree {
+                TreeHint::Found {
+                    hint: found,
+                    file,
+                    line,
+                    ..
+                } => format!(
+                    "    The tree: {} at {file}:{line}{}.",
+                    found.name(),
+                    if *found == info.hint {
+                        ""
+                    } else {
+                        ", which DIFFERS"
+                    }
+                ),
+                TreeHint::NotFound { why } => format!("    The tree: not found ({why})."),
+            };
+            writeln!(out, "{}", wrapped(&line, "    "))?;
+        }
+    }
+    Ok(())
+}
+
+/// `auditor hints --format text`: each hint of the tree on a line of its own with what
+/// measures it below, at most 72 columns, then the summary.
+pub fn write_hints_text(
+    hints: &crate::kernel_src::Hints,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    for row in &hints.hints {
+        let head = format!(
+            "{}:{} {}: {}({})",
+            row.file,
+            row.line,
+            row.function,
+            row.hint.name(),
+            row.condition
+        );
+        writeln!(out, "{}", wrapped(&head, "    "))?;
+        let what = match (row.sites.is_empty(), row.why) {
+            (false, _) => format!("    {} by {}", row.status.name(), row.sites.join(", ")),
+            (true, Some(why)) => format!("    {}: {why}", row.status.name()),
+            (true, None) => format!(
+                "    {}: no site or classification names it",
+                row.status.name()
+            ),
+        };
+        writeln!(out, "{}", wrapped(&what, "      "))?;
+    }
+    writeln!(out)?;
+    for line in super::table::hints_summary(hints) {
+        let indent = if line.starts_with("- ") { "  " } else { "" };
+        writeln!(out, "{}", wrapped(&line, indent))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

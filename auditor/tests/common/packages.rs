@@ -17,9 +17,10 @@ pub struct Package {
     pub tests: &'static [&'static str],
 }
 
-/// Every package a test needs. Those of the machine's image (strace, gcc, util-linux) are
-/// listed too: a machine without them gets them the same way. A test named here calls
-/// [`require`] first, and one that calls it is named here (xtask's test checks both).
+/// Every package a test needs. Those of the machine's image (strace, gcc, util-linux,
+/// bsdutils) are listed too: a machine without them gets them the same way. A test named
+/// here calls [`require`] first, and one that calls it is named here (xtask's test checks
+/// both).
 pub const PACKAGES: &[Package] = &[
     Package {
         name: "prometheus",
@@ -84,6 +85,12 @@ pub const PACKAGES: &[Package] = &[
             "without_privileges_it_says_what_is_missing",
             "a_tracefs_this_user_cannot_read_is_named_as_such",
         ],
+    },
+    Package {
+        name: "bsdutils",
+        provides: "/usr/bin/script",
+        used_for: "a test gives the auditor a terminal with script",
+        tests: &["the_status_line_keeps_off_a_commands_terminal"],
     },
 ];
 
