@@ -207,7 +207,7 @@ struct OutputArgs {
     #[arg(long, value_name = "FILE")]
     svg: Option<std::path::PathBuf>,
     /// Keep every column in the tables. Without it, each site's condition goes below its
-    /// table in Markdown and on a terminal narrower than 160 columns.
+    /// table in Markdown and on a terminal too narrow for every column.
     #[arg(long)]
     wide: bool,
     /// Write the report to FILE: checked before the session starts, replaced whole when it

@@ -65,7 +65,7 @@ complete -c auditor -n "__fish_auditor_using_subcommand trace" -s o -l output -d
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l metrics -d 'Serve the live counts for Prometheus at http://ADDRESS/metrics (OpenMetrics text): `ADDRESS:PORT`, or `PORT` for 127.0.0.1. The report still comes at the end' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l all -d 'Trace every process on the system but the auditor'
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l per-process -d 'Also show counts per process (pid, command name)'
-complete -c auditor -n "__fish_auditor_using_subcommand trace" -l wide -d 'Keep every column in the tables. Without it, each site\'s condition goes below its table in Markdown and on a terminal narrower than 160 columns'
+complete -c auditor -n "__fish_auditor_using_subcommand trace" -l wide -d 'Keep every column in the tables. Without it, each site\'s condition goes below its table in Markdown and on a terminal too narrow for every column'
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l stacks -d 'Take the user stack of calls that go a site\'s rare way (against its hint, or the `--propose`d one; both ways at an unhinted site), sampled, and name the code behind them: the first frame outside the C library, with counts; whole stacks in JSON'
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l empty-programs -d 'Attach the probe\'s programs with nothing to do (the benchmark\'s floor)'
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -108,7 +108,7 @@ complete -c auditor -n "__fish_auditor_using_subcommand strace" -l svg -d 'Also 
 complete -c auditor -n "__fish_auditor_using_subcommand strace" -s o -l output -d 'Write the report to FILE: checked before the session starts, replaced whole when it ends (never written through a link, into a FIFO or device, or over an input); `-` is stdout. Without it, the report goes to stderr when a command is started (its output keeps stdout), else to stdout' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand strace" -l stacks -d 'Record each call\'s stack (strace -k) and name the code that took each rare arm (strace runs slower)'
 complete -c auditor -n "__fish_auditor_using_subcommand strace" -l per-process -d 'Also show counts per process (pid, command name)'
-complete -c auditor -n "__fish_auditor_using_subcommand strace" -l wide -d 'Keep every column in the tables. Without it, each site\'s condition goes below its table in Markdown and on a terminal narrower than 160 columns'
+complete -c auditor -n "__fish_auditor_using_subcommand strace" -l wide -d 'Keep every column in the tables. Without it, each site\'s condition goes below its table in Markdown and on a terminal too narrow for every column'
 complete -c auditor -n "__fish_auditor_using_subcommand strace" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l propose -d 'Judge this hint instead of the catalogue\'s, as a patch would change it, e.g. `select.fd_not_open=unlikely`; repeatable' -r
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l site -d 'Show only this site (e.g. poll.fd_negative); repeatable. For a commit message' -r
@@ -134,7 +134,7 @@ complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l label -d 'Say
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l svg -d 'Also draw the report as a picture into FILE (SVG): per site, the rare arm\'s share with its 95% interval on a log axis, the 10% bar marked' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -s o -l output -d 'Write the report to FILE: checked before the session starts, replaced whole when it ends (never written through a link, into a FIFO or device, or over an input); `-` is stdout. Without it, the report goes to stderr when a command is started (its output keeps stdout), else to stdout' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l per-process -d 'Also show counts per process (pid, command name)'
-complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l wide -d 'Keep every column in the tables. Without it, each site\'s condition goes below its table in Markdown and on a terminal narrower than 160 columns'
+complete -c auditor -n "__fish_auditor_using_subcommand ingest" -l wide -d 'Keep every column in the tables. Without it, each site\'s condition goes below its table in Markdown and on a terminal too narrow for every column'
 complete -c auditor -n "__fish_auditor_using_subcommand ingest" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c auditor -n "__fish_auditor_using_subcommand report" -l propose -d 'Judge this hint instead of the catalogue\'s, as a patch would change it, e.g. `select.fd_not_open=unlikely`; repeatable' -r
 complete -c auditor -n "__fish_auditor_using_subcommand report" -l site -d 'Show only this site (e.g. poll.fd_negative); repeatable. For a commit message' -r
@@ -161,7 +161,7 @@ complete -c auditor -n "__fish_auditor_using_subcommand report" -l svg -d 'Also 
 complete -c auditor -n "__fish_auditor_using_subcommand report" -s o -l output -d 'Write the report to FILE: checked before the session starts, replaced whole when it ends (never written through a link, into a FIFO or device, or over an input); `-` is stdout. Without it, the report goes to stderr when a command is started (its output keeps stdout), else to stdout' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand report" -l force -d 'Merge reports of another catalogue version or kernel release than the first\'s too (the notes say which)'
 complete -c auditor -n "__fish_auditor_using_subcommand report" -l per-process -d 'Also show counts per process (pid, command name)'
-complete -c auditor -n "__fish_auditor_using_subcommand report" -l wide -d 'Keep every column in the tables. Without it, each site\'s condition goes below its table in Markdown and on a terminal narrower than 160 columns'
+complete -c auditor -n "__fish_auditor_using_subcommand report" -l wide -d 'Keep every column in the tables. Without it, each site\'s condition goes below its table in Markdown and on a terminal too narrow for every column'
 complete -c auditor -n "__fish_auditor_using_subcommand report" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c auditor -n "__fish_auditor_using_subcommand generate" -l out -d 'Where the manual pages go (`man`)' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'

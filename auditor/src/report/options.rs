@@ -186,6 +186,37 @@ impl Options {
         }
     }
 
+    /// The layout for `report` on a destination `width` wide, measured: on a terminal, every
+    /// column when the tables with every column fit it, else the narrow tables (the notes
+    /// are paragraphs the terminal wraps, and are not measured).
+    pub fn fitted(&self, report: &Report, width: Width) -> Layout {
+        let layout = self.layout(width);
+        let Width::Terminal(columns) = width else {
+            return layout;
+        };
+        if self.wide || self.format == Format::Markdown {
+            return layout;
+        }
+        let wide = Layout {
+            wide: true,
+            ..layout
+        };
+        let mut text = Vec::new();
+        if report.render(self.format, wide, &mut text).is_err() {
+            return layout;
+        }
+        let widest = String::from_utf8_lossy(&text)
+            .lines()
+            .filter(|line| line.contains(" | ") || line.contains("-+-"))
+            .map(|line| line.chars().count())
+            .max()
+            .unwrap_or(0);
+        Layout {
+            wide: widest <= usize::from(columns),
+            ..layout
+        }
+    }
+
     /// Writes `report`, shaped, to `out`, then its picture to `svg` when asked: the report
     /// first, so that a picture that fails never costs the counts.
     pub fn write(
@@ -207,14 +238,15 @@ impl Options {
                 let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
                 std::io::IsTerminal::is_terminal(&fd)
             }));
+        let layout = self.fitted(&report, width);
         let written = out.write_with("report", |out| {
             if coloured {
                 let mut plain = Vec::new();
-                report.render(self.format, self.layout(width), &mut plain)?;
+                report.render(self.format, layout, &mut plain)?;
                 let text = super::colour::verdicts(&String::from_utf8_lossy(&plain));
                 out.write_all(text.as_bytes())
             } else {
-                report.render(self.format, self.layout(width), out)
+                report.render(self.format, layout, out)
             }
         });
         let drawn = svg.map_or(Ok(()), |svg| {

@@ -649,3 +649,33 @@ fn the_svg_is_one_page_with_rows_labelled() {
     assert_eq!(cut.matches("<circle").count(), 3);
     assert!(cut.contains("4 more rows not drawn"), "{cut}");
 }
+
+/// A terminal gets every column when the tables with every column fit it, measured, not
+/// from a fixed threshold; one column less and the conditions go below the tables.
+#[test]
+fn a_terminal_gets_every_column_when_they_fit() {
+    let report = fixed_report();
+    let options = Options::default();
+    let mut text = Vec::new();
+    report
+        .render(
+            Format::Table,
+            Layout {
+                per_process: false,
+                wide: true,
+            },
+            &mut text,
+        )
+        .unwrap();
+    let widest = String::from_utf8(text)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" | ") || l.contains("-+-"))
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap() as u16;
+    assert!(options.fitted(&report, Width::Terminal(widest)).wide);
+    assert!(!options.fitted(&report, Width::Terminal(widest - 1)).wide);
+    assert!(!options.fitted(&report, Width::Terminal(80)).wide);
+    assert!(options.fitted(&report, Width::Unbounded).wide);
+}
