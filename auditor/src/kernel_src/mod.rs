@@ -39,6 +39,16 @@ pub enum TreeHint {
     },
 }
 
+impl TreeHint {
+    /// The hint found, when the branch was.
+    pub fn hint(&self) -> Option<Hint> {
+        match self {
+            TreeHint::Found { hint, .. } => Some(*hint),
+            TreeHint::NotFound { .. } => None,
+        }
+    }
+}
+
 /// Where a branch is, in the words of a tree: its file, the function it is in (in the
 /// releases the auditor was written against) and how releases write its condition.
 #[derive(Clone, Copy)]
@@ -320,10 +330,7 @@ impl TreeHints {
 
     /// The hint the tree carries at `site`, when it was found there.
     pub fn hint(&self, site: Site) -> Option<Hint> {
-        match self.site(site)? {
-            TreeHint::Found { hint, .. } => Some(*hint),
-            TreeHint::NotFound { .. } => None,
-        }
+        self.site(site)?.hint()
     }
 }
 

@@ -136,8 +136,7 @@ pub enum Sort {
 impl Sort {
     /// Whether `a` comes before `b`; ties go in catalogue order.
     pub fn compare(self, a: &SiteReport, b: &SiteReport) -> std::cmp::Ordering {
-        let files = by_file();
-        let catalogue = |s: &SiteReport| files.iter().position(|info| info.site == s.info.site);
+        let catalogue = |s: &SiteReport| catalogue_position(s.info.site);
         let first = match self {
             Sort::Catalogue => std::cmp::Ordering::Equal,
             Sort::Miss => {
@@ -232,10 +231,7 @@ impl SiteReport {
 
     /// The hint the given tree carries, when the site was found in it.
     pub fn tree_hint(&self) -> Option<Hint> {
-        match self.tree.as_ref()? {
-            kernel_src::TreeHint::Found { hint, .. } => Some(*hint),
-            kernel_src::TreeHint::NotFound { .. } => None,
-        }
+        self.tree.as_ref()?.hint()
     }
 
     /// Where the branch is: the tree's file, line and function when the tree was given and
@@ -407,6 +403,18 @@ fn taken_share(counts: &Counts) -> Option<f64> {
 }
 
 /// The catalogue grouped by kernel file (files in order of first appearance).
+/// Where `site` stands in [`by_file`]'s order, worked out once.
+fn catalogue_position(site: Site) -> usize {
+    static POSITIONS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    POSITIONS.get_or_init(|| {
+        let mut positions = vec![0; catalogue::SITES.len()];
+        for (position, info) in by_file().iter().enumerate() {
+            positions[info.site as usize] = position;
+        }
+        positions
+    })[site as usize]
+}
+
 fn by_file() -> Vec<&'static SiteInfo> {
     let mut files: Vec<&str> = Vec::new();
     for info in catalogue::SITES {
