@@ -606,7 +606,8 @@ fn print_report(report: Report, outputs: Outputs) -> anyhow::Result<()> {
 fn run_hints(args: HintsArgs) -> anyhow::Result<()> {
     auditor::kernel_src::check_tree(&args.kernel_src)?;
     let mut stdout = std::io::stdout().lock();
-    auditor::report::write_hints(args.format.into(), &args.kernel_src, &mut stdout)
+    let width = report::Width::of(&Output::Stdout);
+    auditor::report::write_hints(args.format.into(), &args.kernel_src, width, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("writing the hints")
 }
@@ -616,7 +617,9 @@ fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
     if let Some(tree) = &args.kernel_src {
         auditor::kernel_src::check_tree(tree)?;
     }
-    auditor::report::write_sites(args.format.into(), args.kernel_src.as_deref(), &mut stdout)
+    let width = report::Width::of(&Output::Stdout);
+    let tree = args.kernel_src.as_deref();
+    auditor::report::write_sites(args.format.into(), tree, width, &mut stdout)
         .and_then(|()| stdout.flush())
         .context("writing the catalogue")
 }

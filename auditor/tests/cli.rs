@@ -122,12 +122,12 @@ fn usage_errors_exit_2() {
     assert!(stderr.contains("expected ADDRESS:PORT or PORT"), "{stderr}");
 }
 
-/// `auditor report -` reads a saved report from standard input, as `ingest -` reads a log.
-#[test]
-fn a_saved_report_is_read_from_standard_input() {
-    let dir = tempfile::tempdir().unwrap();
-    let saved = dir.path().join("ssh.json");
-    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ssh.log");
+/// The JSON report of fixtures/`log`, saved in `dir`.
+fn saved_report(dir: &std::path::Path, log: &str) -> std::path::PathBuf {
+    let saved = dir.join(log).with_extension("json");
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(log);
     let status = Command::new(AUDITOR)
         .args(["ingest", "--format", "json", "-o"])
         .arg(&saved)
@@ -135,6 +135,14 @@ fn a_saved_report_is_read_from_standard_input() {
         .status()
         .unwrap();
     assert!(status.success());
+    saved
+}
+
+/// `auditor report -` reads a saved report from standard input, as `ingest -` reads a log.
+#[test]
+fn a_saved_report_is_read_from_standard_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let saved = saved_report(dir.path(), "ssh.log");
     let from_file = Command::new(AUDITOR)
         .args(["report", "--format", "text"])
         .arg(&saved)
@@ -486,4 +494,107 @@ fn the_status_line_keeps_off_a_commands_terminal() {
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
     assert!(attached.contains(" calls, "), "{attached}");
+}
+
+/// What `command` (a shell line) prints on a terminal `columns` wide, colours removed.
+fn on_a_terminal_of(columns: usize, command: &str) -> String {
+    let line = format!("stty cols {columns} rows 50; {command}");
+    let output = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{line}: {output:?}");
+    let text = String::from_utf8_lossy(&output.stdout).replace('\r', "");
+    // SGR sequences take no columns.
+    let mut plain = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find("\u{1b}[") {
+        plain.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        rest = after.find('m').map_or("", |end| &after[end + 1..]);
+    }
+    plain.push_str(rest);
+    plain
+}
+
+/// Asserts no line of `text` is wider than `columns`.
+fn assert_fits(text: &str, columns: usize, what: &str) {
+    for line in text.lines() {
+        let width = line.chars().count();
+        assert!(
+            width <= columns,
+            "{what} at {columns} columns: a line of {width}:\n{line}\n\nin:\n{text}"
+        );
+    }
+}
+
+/// Every command's output on a terminal of 80, 120 and 200 columns fits it: the report of
+/// a strace log in each format a terminal gets, with groups and rows per process, a saved
+/// report rendered again, the catalogue with and without a tree, and a tree's hints. With
+/// more room the tables keep more columns.
+#[test]
+fn every_command_fits_80_120_and_200_columns() {
+    common::packages::require("bsdutils");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let log = root.join("fixtures/http-server-curl.log");
+    let dir = tempfile::tempdir().unwrap();
+    let saved = saved_report(dir.path(), "http-server-curl.log");
+    // A tree of one file whose hint's condition is long, beside Debian's 7.2 when fetched.
+    let tree = dir.path().join("linux");
+    std::fs::create_dir_all(tree.join("fs")).unwrap();
+    std::fs::write(
+        tree.join("fs/select.c"),
+        "static inline __poll_t do_pollfd(struct pollfd *pollfd, poll_table *pwait,\n\
+         \t\t\t\t     bool *can_busy_poll, __poll_t busy_flag)\n{\n\
+         \tint fd = pollfd->fd;\n\
+         \tif (unlikely(fd < 0 && pollfd->events != 0 && pollfd->revents == 0 && fd != -1 && busy_flag))\n\
+         \t\treturn 0;\n}\n",
+    )
+    .unwrap();
+    let mut trees = vec![tree];
+    let debian = root.join("target/kernel-src/linux-source-7.2");
+    if debian.join("fs").is_dir() {
+        trees.push(debian);
+    }
+    let (log, saved) = (log.display(), saved.display());
+    let mut commands = vec![
+        format!("{AUDITOR} ingest {log}"),
+        format!("{AUDITOR} ingest --group-by program --per-process {log}"),
+        format!("{AUDITOR} ingest --format annotated {log}"),
+        format!("{AUDITOR} ingest --format text {log}"),
+        format!("{AUDITOR} report {saved}"),
+        format!("{AUDITOR} sites"),
+        format!("{AUDITOR} --help"),
+        format!("{AUDITOR} trace --help"),
+    ];
+    for tree in &trees {
+        let tree = tree.display();
+        commands.push(format!("{AUDITOR} sites --kernel-src {tree}"));
+        commands.push(format!("{AUDITOR} hints --kernel-src {tree}"));
+        commands.push(format!("{AUDITOR} report --kernel-src {tree} {saved}"));
+    }
+    for columns in [80, 120, 200] {
+        for command in &commands {
+            let text = on_a_terminal_of(columns, command);
+            assert!(text.lines().count() > 3, "{command}: {text}");
+            assert_fits(&text, columns, command);
+        }
+    }
+    // The site tables narrow with the terminal: two sites' whole at 200, the conditions
+    // below at 120, the counts below too at 80.
+    let report = |columns| {
+        let sites = "--site poll.fd_negative --site close.ok";
+        on_a_terminal_of(columns, &format!("{AUDITOR} report {sites} {saved}"))
+    };
+    let (wide, middle, narrow) = (report(200), report(120), report(80));
+    let header = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with(" site "))
+            .unwrap()
+            .to_string()
+    };
+    assert!(header(&wide).contains("| condition "), "{wide}");
+    assert!(!header(&middle).contains("condition") && header(&middle).contains("| taken |"));
+    assert!(!header(&narrow).contains("| taken |"), "{narrow}");
+    assert!(narrow.contains("0 unreadable"), "{narrow}");
 }

@@ -283,11 +283,11 @@ fn text_for_a_mail_reply() {
     }
     assert!(text.starts_with("Traced: strace log "), "{text}");
     for wanted in [
-        "poll.fd_negative       unlikely  0 of 53 entries (<= 6.76%)  holds",
-        "close.ok               likely    0 of 604 calls (<= 0.63%)  holds",
+        "poll.fd_negative       unlikely  holds    0 of 53 entries (<= 6.76%)",
+        "close.ok               likely    holds    0 of 604 calls (<= 0.63%)",
         "curl (3 processes)",
-        "  poll.fd_negative       0 of 24 entries (0.00% .. 13.80%)  unclear",
-        "poll.zero_timeout      none      12 of 37 calls (>= 19.63%)  no hint",
+        "  poll.fd_negative       unclear  0 of 24 entries (0.00% .. 13.80%)",
+        "poll.zero_timeout      none      no hint  12 of 37 calls (>= 19.63%)",
         "- poll.zero_timeout: its rare direction, taken (the minority), came from",
         "  curl (pid 22022): 4, curl (pid 22024): 4, curl (pid 22026): 4.",
     ] {

@@ -4,6 +4,7 @@
 mod annotated;
 pub mod colour;
 mod escape;
+mod fit;
 pub mod groups;
 mod json;
 mod notes;
@@ -37,9 +38,12 @@ pub use table::{write_hints_table, write_markdown, write_sites_table, write_tabl
 
 /// The catalogue: every site's declaration, with where the probe decides it and, given a
 /// kernel tree, the hint that tree carries.
+///
+/// On a terminal `width` wide, the table when it fits, else the text format.
 pub fn write_sites(
     format: Format,
     kernel_src: Option<&std::path::Path>,
+    width: Width,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let rows: Vec<SiteRow> = by_file()
@@ -55,16 +59,22 @@ pub fn write_sites(
             writeln!(out)
         }
         Format::Text => text::write_sites_text(&rows, out),
-        Format::Table | Format::Markdown | Format::Annotated => {
-            write_sites_table(&rows, format == Format::Markdown, out)
-        }
+        Format::Markdown => write_sites_table(&rows, true, out),
+        Format::Table | Format::Annotated => table_or_text(
+            width,
+            &mut |table| write_sites_table(&rows, false, table),
+            &mut |out| text::write_sites_text(&rows, out),
+            out,
+        ),
     }
 }
 
-/// Every hint of a tree's followed files and its status (`auditor hints`).
+/// Every hint of a tree's followed files and its status (`auditor hints`); on a terminal
+/// `width` wide, the table when it fits, else the text format.
 pub fn write_hints(
     format: Format,
     tree: &std::path::Path,
+    width: Width,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let hints = kernel_src::hints(tree);
@@ -74,9 +84,28 @@ pub fn write_hints(
             writeln!(out)
         }
         Format::Text => text::write_hints_text(&hints, out),
-        Format::Table | Format::Markdown | Format::Annotated => {
-            write_hints_table(&hints, format == Format::Markdown, out)
-        }
+        Format::Markdown => write_hints_table(&hints, true, out),
+        Format::Table | Format::Annotated => table_or_text(
+            width,
+            &mut |table| write_hints_table(&hints, false, table),
+            &mut |out| text::write_hints_text(&hints, out),
+            out,
+        ),
+    }
+}
+
+/// What `table` writes when it fits `width`, else what `text` writes (at most 72 columns).
+fn table_or_text(
+    width: Width,
+    table: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+    text: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let mut rendered = Vec::new();
+    table(&mut rendered)?;
+    match width.columns() {
+        Some(columns) if fit::widest(&String::from_utf8_lossy(&rendered)) > columns => text(out),
+        _ => out.write_all(&rendered),
     }
 }
 
@@ -99,13 +128,22 @@ pub const JSON_VERSION: u32 = 2;
 pub struct Layout {
     /// Rows per process too.
     pub per_process: bool,
-    /// Every column in the site tables; else each site's condition goes below its table,
-    /// so that a table fits a terminal under [`WIDE_COLUMNS`] or a commit message.
-    pub wide: bool,
+    /// Which columns the tables keep.
+    pub columns: Columns,
 }
 
-/// The narrowest terminal that gets the conditions inside the site tables.
-pub const WIDE_COLUMNS: u16 = 160;
+/// Which columns the tables keep, for where they go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Columns {
+    /// Every column, however wide: a file, a pipe, `--wide`.
+    #[default]
+    Every,
+    /// Each site's function and condition below its table: Markdown for a commit message.
+    ConditionsBelow,
+    /// As many as fit a terminal this many columns wide, each table narrowed on its own in
+    /// a stated order ([`table::SITE_NARROWING`]) until its lines fit, the notes wrapped.
+    Terminal(usize),
+}
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Format {
@@ -753,7 +791,7 @@ impl Report {
             Format::Markdown => write_markdown(self, layout, out),
             Format::Json => write_json(self, out),
             Format::Text => text::write_text(self, out),
-            Format::Annotated => annotated::write_annotated(self, out),
+            Format::Annotated => annotated::write_annotated(self, layout, out),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use auditor_common::{Site, catalogue::Hint};
 
 use super::{
-    Format, Layout, Proposal, Report, Sort, WIDE_COLUMNS,
+    Columns, Format, Layout, Proposal, Report, Sort,
     groups::{self, GroupBy},
     svg,
 };
@@ -87,6 +87,26 @@ pub enum Width {
     Terminal(u16),
     /// A file or a pipe: no width to fit.
     Unbounded,
+}
+
+impl Width {
+    /// How wide `out` is: a terminal's columns, else unbounded.
+    pub fn of(out: &Output) -> Width {
+        out.terminal_fd().map_or(Width::Unbounded, |fd| {
+            // SAFETY: the stream or the descriptor the user named, open for the call.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            terminal_size::terminal_size_of(fd)
+                .map_or(Width::Unbounded, |(columns, _)| Width::Terminal(columns.0))
+        })
+    }
+
+    /// The columns to fit, on a terminal.
+    pub fn columns(self) -> Option<usize> {
+        match self {
+            Width::Terminal(columns) => Some(usize::from(columns)),
+            Width::Unbounded => None,
+        }
+    }
 }
 
 impl Options {
@@ -171,49 +191,19 @@ impl Options {
             .labelled(self.label.as_deref())
     }
 
-    /// The layout for a destination `width` wide: tables keep every column on a wide
-    /// terminal or in a file, not in Markdown (a commit message) unless asked.
+    /// The layout for a destination `width` wide: every column in a file or a pipe, as
+    /// many as fit on a terminal, the conditions below the tables in Markdown (a commit
+    /// message); every column wherever with `--wide`.
     pub fn layout(&self, width: Width) -> Layout {
-        let wide = self.wide
-            || match (self.format, width) {
-                (Format::Markdown, _) => false,
-                (_, Width::Terminal(columns)) => columns >= WIDE_COLUMNS,
-                (_, Width::Unbounded) => true,
-            };
+        let columns = match (self.wide, self.format, width) {
+            (true, _, _) => Columns::Every,
+            (_, Format::Markdown, _) => Columns::ConditionsBelow,
+            (_, _, Width::Terminal(columns)) => Columns::Terminal(usize::from(columns)),
+            (_, _, Width::Unbounded) => Columns::Every,
+        };
         Layout {
             per_process: self.per_process,
-            wide,
-        }
-    }
-
-    /// The layout for `report` on a destination `width` wide, measured: on a terminal, every
-    /// column when the tables with every column fit it, else the narrow tables (the notes
-    /// are paragraphs the terminal wraps, and are not measured).
-    pub fn fitted(&self, report: &Report, width: Width) -> Layout {
-        let layout = self.layout(width);
-        let Width::Terminal(columns) = width else {
-            return layout;
-        };
-        if self.wide || self.format == Format::Markdown {
-            return layout;
-        }
-        let wide = Layout {
-            wide: true,
-            ..layout
-        };
-        let mut text = Vec::new();
-        if report.render(self.format, wide, &mut text).is_err() {
-            return layout;
-        }
-        let widest = String::from_utf8_lossy(&text)
-            .lines()
-            .filter(|line| line.contains(" | ") || line.contains("-+-"))
-            .map(|line| line.chars().count())
-            .max()
-            .unwrap_or(0);
-        Layout {
-            wide: widest <= usize::from(columns),
-            ..layout
+            columns,
         }
     }
 
@@ -226,19 +216,14 @@ impl Options {
         svg: Option<&Output>,
     ) -> Result<(), OutputError> {
         let report = self.shape(report);
-        let width = out.terminal_fd().map_or(Width::Unbounded, |fd| {
-            // SAFETY: the stream or the descriptor the user named, open for the call.
-            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-            terminal_size::terminal_size_of(fd)
-                .map_or(Width::Unbounded, |(columns, _)| Width::Terminal(columns.0))
-        });
+        let width = Width::of(out);
         let coloured = matches!(self.format, Format::Table | Format::Annotated)
             && self.colour.enabled(out.terminal_fd().is_some_and(|fd| {
                 // SAFETY: as above.
                 let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
                 std::io::IsTerminal::is_terminal(&fd)
             }));
-        let layout = self.fitted(&report, width);
+        let layout = self.layout(width);
         let written = out.write_with("report", |out| {
             if coloured {
                 let mut plain = Vec::new();
@@ -313,14 +298,19 @@ mod tests {
     #[test]
     fn layouts_fit_where_the_report_goes() {
         let table = Options::default();
-        assert!(!table.layout(Width::Terminal(80)).wide);
-        assert!(table.layout(Width::Terminal(WIDE_COLUMNS)).wide);
-        assert!(table.layout(Width::Unbounded).wide);
+        assert_eq!(
+            table.layout(Width::Terminal(80)).columns,
+            Columns::Terminal(80)
+        );
+        assert_eq!(table.layout(Width::Unbounded).columns, Columns::Every);
         let markdown = Options {
             format: Format::Markdown,
             ..Options::default()
         };
-        assert!(!markdown.layout(Width::Unbounded).wide);
+        assert_eq!(
+            markdown.layout(Width::Unbounded).columns,
+            Columns::ConditionsBelow
+        );
         let wide = Options {
             format: Format::Markdown,
             wide: true,
@@ -331,7 +321,7 @@ mod tests {
             wide.layout(Width::Terminal(40)),
             Layout {
                 per_process: true,
-                wide: true
+                columns: Columns::Every,
             }
         );
     }

@@ -10,7 +10,10 @@ use tabled::{
     },
 };
 
-use super::{Layout, Report, SiteReport, SiteRow, escape_markdown_cell, escape_text, percent};
+use super::{
+    Columns as Fit, Layout, Report, SiteReport, SiteRow, escape_markdown_cell, escape_text, fit,
+    groups::GroupBy, percent,
+};
 use crate::kernel_src::TreeHint;
 use auditor_common::catalogue::{Hint, SiteInfo};
 
@@ -37,7 +40,17 @@ fn escaped(text: &str, flavour: Flavour) -> String {
 }
 
 pub(super) fn styled(builder: Builder, flavour: Flavour, numeric: &[usize]) -> String {
-    styled_wrapped(builder, flavour, numeric, &[])
+    styled_wrapped(builder, flavour, numeric, &[], None)
+}
+
+/// [`styled`], its widest columns wrapped until the table fits `squeeze` when given.
+pub(super) fn styled_fitting(
+    builder: Builder,
+    flavour: Flavour,
+    numeric: &[usize],
+    squeeze: Option<usize>,
+) -> String {
+    styled_wrapped(builder, flavour, numeric, &[], squeeze)
 }
 
 /// [`styled`], with the text of each `(column, width)` of `wrap` wrapped at word breaks
@@ -47,26 +60,84 @@ fn styled_wrapped(
     flavour: Flavour,
     numeric: &[usize],
     wrap: &[(usize, usize)],
+    squeeze: Option<usize>,
 ) -> String {
-    let mut table = builder.build();
-    table.modify(
-        Segment::all(),
-        Format::content(|cell| escaped(cell, flavour)),
-    );
-    match flavour {
-        Flavour::Text => table.with(Style::psql()),
-        Flavour::Markdown => table.with(Style::markdown()),
+    let records: Vec<Vec<String>> = builder.into();
+    let render = |wrap: &[(usize, usize)]| {
+        let mut table = Builder::from(records.clone()).build();
+        table.modify(
+            Segment::all(),
+            Format::content(|cell| escaped(cell, flavour)),
+        );
+        match flavour {
+            Flavour::Text => table.with(Style::psql()),
+            Flavour::Markdown => table.with(Style::markdown()),
+        };
+        for &column in numeric {
+            table.modify(Columns::one(column), Alignment::right());
+        }
+        for &(column, width) in wrap {
+            table.modify(Columns::one(column), Width::wrap(width).keep_words(true));
+        }
+        // The last column's padding would end every line in spaces.
+        let text = table.to_string();
+        let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+        lines.join("\n")
     };
-    for &column in numeric {
-        table.modify(Columns::one(column), Alignment::right());
+    let text = render(wrap);
+    match squeeze {
+        Some(width) if fit::widest(&text) > width => {
+            let excess = fit::widest(&text) - width;
+            render(&squeezed(&records, excess))
+        }
+        _ => text,
     }
-    for &(column, width) in wrap {
-        table.modify(Columns::one(column), Width::wrap(width).keep_words(true));
+}
+
+/// The widths that take `excess` columns off a table of `records`, the widest column first,
+/// none narrower than its longest word: the cells wrap at words, and no word (a site's
+/// name, a count) is ever broken. What still does not fit is as narrow as it goes.
+fn squeezed(records: &[Vec<String>], excess: usize) -> Vec<(usize, usize)> {
+    let columns = records.iter().map(Vec::len).max().unwrap_or(0);
+    let measure = |column: usize, of: &dyn Fn(&str) -> usize| {
+        records
+            .iter()
+            .filter_map(|record| record.get(column))
+            .map(|cell| of(cell))
+            .max()
+            .unwrap_or(0)
+    };
+    let mut widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            measure(c, &|cell| {
+                cell.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+            })
+        })
+        .collect();
+    let natural = widths.clone();
+    let least: Vec<usize> = (0..columns)
+        .map(|c| {
+            measure(c, &|cell| {
+                cell.split_whitespace()
+                    .map(|word| word.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+        })
+        .collect();
+    for _ in 0..excess {
+        let Some(widest) = (0..columns)
+            .filter(|&c| widths[c] > least[c])
+            .max_by_key(|&c| (widths[c], std::cmp::Reverse(c)))
+        else {
+            break;
+        };
+        widths[widest] -= 1;
     }
-    // The last column's padding would end every line in spaces.
-    let text = table.to_string();
-    let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
-    lines.join("\n")
+    (0..columns)
+        .filter(|&c| widths[c] < natural[c])
+        .map(|c| (c, widths[c]))
+        .collect()
 }
 
 /// The catalogue as a table, one row per site.
@@ -194,8 +265,97 @@ fn hint_text(info: &SiteInfo) -> String {
     }
 }
 
-fn site_row(site: &SiteReport, wide: bool) -> Vec<String> {
-    let verdict = &site.verdict;
+/// The columns of a site table.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SiteColumn {
+    Site,
+    Function,
+    Condition,
+    Hint,
+    Taken,
+    NotTaken,
+    Unreadable,
+    TakenShare,
+    Interval,
+    Verdict,
+}
+
+impl SiteColumn {
+    const ALL: [SiteColumn; 10] = [
+        SiteColumn::Site,
+        SiteColumn::Function,
+        SiteColumn::Condition,
+        SiteColumn::Hint,
+        SiteColumn::Taken,
+        SiteColumn::NotTaken,
+        SiteColumn::Unreadable,
+        SiteColumn::TakenShare,
+        SiteColumn::Interval,
+        SiteColumn::Verdict,
+    ];
+
+    fn title(self) -> &'static str {
+        match self {
+            SiteColumn::Site => "site",
+            SiteColumn::Function => "function",
+            SiteColumn::Condition => "condition",
+            SiteColumn::Hint => "hint",
+            SiteColumn::Taken => "taken",
+            SiteColumn::NotTaken => "not taken",
+            SiteColumn::Unreadable => "unreadable",
+            SiteColumn::TakenShare => "taken %",
+            SiteColumn::Interval => "mispredicted (95%)",
+            SiteColumn::Verdict => "verdict",
+        }
+    }
+
+    fn numeric(self) -> bool {
+        matches!(
+            self,
+            SiteColumn::Taken
+                | SiteColumn::NotTaken
+                | SiteColumn::Unreadable
+                | SiteColumn::TakenShare
+        )
+    }
+
+    /// The step of [`SITE_NARROWING`] from which the column is out of the table.
+    fn leaves_at(self) -> Option<usize> {
+        match self {
+            SiteColumn::TakenShare => Some(1),
+            SiteColumn::Function | SiteColumn::Condition => Some(2),
+            SiteColumn::Taken | SiteColumn::NotTaken | SiteColumn::Unreadable => Some(4),
+            SiteColumn::Interval => Some(5),
+            SiteColumn::Site | SiteColumn::Hint | SiteColumn::Verdict => None,
+        }
+    }
+
+    /// The columns of a site table at `step`.
+    fn at(step: usize) -> Vec<SiteColumn> {
+        SiteColumn::ALL
+            .into_iter()
+            .filter(|column| column.leaves_at().is_none_or(|leaves| step < leaves))
+            .collect()
+    }
+}
+
+/// How a site table narrows to fit a terminal, step by step, each keeping what the ones
+/// before it did; the first step whose tables fit is shown, and the last one's rows wrap.
+/// Nothing is lost: what leaves the table is said in a line per site below it.
+pub const SITE_NARROWING: [&str; 5] = [
+    "the share taken goes (the interval says more)",
+    "each site's function and condition go below the table",
+    "the hint's kernel release goes below",
+    "the counts go below",
+    "the interval goes below",
+];
+
+/// The step at which the site tables keep their conditions below them (a commit message).
+pub(super) const CONDITIONS_BELOW: usize = 2;
+
+/// `unlikely (6.16)`, `likely (line 869)`, `unlikely (proposed)`, with the kernels that
+/// lack the site.
+fn full_hint(site: &SiteReport) -> String {
     let mut hint = match (site.proposed_hint, site.tree_hint(), site.location()) {
         (Some(hint), _, _) => format!("{} (proposed)", hint.name()),
         (None, Some(hint), (_, Some(line), _)) => format!("{} (line {line})", hint.name()),
@@ -211,15 +371,23 @@ fn site_row(site: &SiteReport, wide: bool) -> Vec<String> {
             .collect();
         hint.push_str(&format!(", not in {}", releases.join("/")));
     }
-    let interval = if site.taken_share.is_some() && site.measured {
+    hint
+}
+
+/// `0.00% .. 20.39%`, or `-` where nothing was decided.
+fn interval(site: &SiteReport) -> String {
+    if site.taken_share.is_some() && site.measured {
         format!(
             "{} .. {}",
-            percent(verdict.mispredicted_low),
-            percent(verdict.mispredicted_high)
+            percent(site.verdict.mispredicted_low),
+            percent(site.verdict.mispredicted_high)
         )
     } else {
         "-".to_string()
-    };
+    }
+}
+
+fn site_cell(site: &SiteReport, column: SiteColumn, step: usize) -> String {
     let count = |n: u64| {
         if site.measured {
             n.to_string()
@@ -227,94 +395,120 @@ fn site_row(site: &SiteReport, wide: bool) -> Vec<String> {
             "-".to_string()
         }
     };
-    let mut row = vec![
-        site.info.id.to_string(),
-        site.info.function.to_string(),
-        site.info.condition.to_string(),
-        hint,
-        count(site.counts.taken),
-        count(site.counts.not_taken),
-        count(site.counts.unreadable),
-        site.taken_share.map_or_else(|| "-".to_string(), percent),
-        interval,
-        verdict.label(),
-    ];
-    if !wide {
-        for column in NARROW_DROPS {
-            row.remove(column);
-        }
+    match column {
+        SiteColumn::Site => site.info.id.to_string(),
+        SiteColumn::Function => site.info.function.to_string(),
+        SiteColumn::Condition => site.info.condition.to_string(),
+        SiteColumn::Hint if step >= 3 => site.hint_label(),
+        SiteColumn::Hint => full_hint(site),
+        SiteColumn::Taken => count(site.counts.taken),
+        SiteColumn::NotTaken => count(site.counts.not_taken),
+        SiteColumn::Unreadable => count(site.counts.unreadable),
+        SiteColumn::TakenShare => site.taken_share.map_or_else(|| "-".to_string(), percent),
+        SiteColumn::Interval => interval(site),
+        SiteColumn::Verdict => site.verdict.label(),
     }
-    row
 }
 
-/// The columns a site table drops when it is not wide, last first: the share taken (the
-/// interval says more), the condition and the function (both go below the table).
-const NARROW_DROPS: [usize; 3] = [7, 2, 1];
+/// What the table at `step` leaves out of `site`'s row, said in words.
+fn site_below(site: &SiteReport, step: usize) -> String {
+    let condition = escaped(site.info.condition, Flavour::Text);
+    let (id, function) = (site.info.id, site.info.function);
+    let mut line = format!("- `{id}` ({function}) is taken when {condition}");
+    if step >= 3 {
+        line.push_str(&format!("; hint {}", full_hint(site)));
+    }
+    if step >= 4 && site.measured {
+        let counts = &site.counts;
+        line.push_str(&format!(
+            "; {} taken, {} not taken, {} unreadable",
+            counts.taken, counts.not_taken, counts.unreadable
+        ));
+    }
+    if step >= 5 && site.taken_share.is_some() && site.measured {
+        line.push_str(&format!("; mispredicted {} (95%)", interval(site)));
+    }
+    line
+}
 
-fn write(
-    report: &Report,
-    layout: Layout,
-    flavour: Flavour,
-    out: &mut dyn Write,
-) -> std::io::Result<()> {
-    let Layout { per_process, wide } = layout;
+/// The site tables, a table per kernel file, at `step` of [`SITE_NARROWING`]; on a
+/// terminal `width` wide, the lines below wrap to it and the last step's rows are wrapped
+/// to fit it.
+fn site_sections(report: &Report, step: usize, flavour: Flavour, width: Option<usize>) -> String {
     let heading = match flavour {
         Flavour::Text => "",
         Flavour::Markdown => "**",
     };
-    writeln!(out, "{}\n", header(report, flavour))?;
-
+    let columns = SiteColumn::at(step);
+    let numeric: Vec<usize> = (0..columns.len())
+        .filter(|&index| columns[index].numeric())
+        .collect();
+    let squeeze = width.filter(|_| step == SITE_NARROWING.len());
     let mut files: Vec<&str> = Vec::new();
     for site in &report.sites {
         if !files.contains(&site.info.file) {
             files.push(site.info.file);
         }
     }
+    let mut out = String::new();
     for file in files {
-        let mut header = vec![
-            "site",
-            "function",
-            "condition",
-            "hint",
-            "taken",
-            "not taken",
-            "unreadable",
-            "taken %",
-            "mispredicted (95%)",
-            "verdict",
-        ];
-        let mut numeric = vec![4, 5, 6, 7];
-        if !wide {
-            for column in NARROW_DROPS {
-                header.remove(column);
-            }
-            numeric = vec![2, 3, 4];
-        }
-        let mut sites = Builder::default();
-        sites.push_record(header);
         let shown: Vec<&SiteReport> = report
             .sites
             .iter()
             .filter(|s| s.info.file == file)
             .collect();
+        let mut sites = Builder::default();
+        sites.push_record(columns.iter().map(|column| column.title()));
         for site in &shown {
-            sites.push_record(site_row(site, wide));
+            sites.push_record(columns.iter().map(|&column| site_cell(site, column, step)));
         }
-        writeln!(out, "{heading}{file}{heading}\n")?;
-        writeln!(out, "{}\n", styled(sites, flavour, &numeric))?;
-        if !wide {
+        out.push_str(&format!("{heading}{file}{heading}\n\n"));
+        out.push_str(&styled_fitting(sites, flavour, &numeric, squeeze));
+        out.push_str("\n\n");
+        if step >= CONDITIONS_BELOW {
             for site in &shown {
-                let condition = escaped(site.info.condition, Flavour::Text);
-                let (id, function) = (site.info.id, site.info.function);
-                writeln!(out, "- `{id}` ({function}) is taken when {condition}")?;
+                out.push_str(&paragraph(&site_below(site, step), width, "  "));
+                out.push('\n');
             }
-            writeln!(out)?;
+            out.push('\n');
         }
     }
+    out
+}
 
-    if let Some(by) = report.grouped_by
-        && !report.groups.is_empty()
-    {
+/// `text` wrapped at words to `width` with `indent` after its first line, or as it is.
+pub(super) fn paragraph(text: &str, width: Option<usize>, indent: &str) -> String {
+    match width {
+        Some(width) => fit::wrapped(text, width, indent),
+        None => text.to_string(),
+    }
+}
+
+/// How the tables of groups and processes narrow to fit a terminal: first each group (or
+/// process) gets a table of its own under a heading, then the intervals go below.
+const GROUP_NARROWING: usize = 2;
+
+fn group_sections(
+    report: &Report,
+    by: GroupBy,
+    step: usize,
+    flavour: Flavour,
+    width: Option<usize>,
+) -> String {
+    let heading = match flavour {
+        Flavour::Text => "",
+        Flavour::Markdown => "**",
+    };
+    let squeeze = width.filter(|_| step == GROUP_NARROWING);
+    let mut out = format!("{heading}per {}{heading}\n\n", by.name());
+    let interval = |row: &super::groups::GroupSite| {
+        format!(
+            "{} .. {}",
+            percent(row.verdict.mispredicted_low),
+            percent(row.verdict.mispredicted_high)
+        )
+    };
+    if step == 0 {
         let mut groups = Builder::default();
         groups.push_record([
             by.name(),
@@ -335,20 +529,67 @@ fn write(
                     row.counts.taken.to_string(),
                     row.counts.not_taken.to_string(),
                     row.counts.unreadable.to_string(),
-                    format!(
-                        "{} .. {}",
-                        percent(row.verdict.mispredicted_low),
-                        percent(row.verdict.mispredicted_high)
-                    ),
+                    interval(row),
                     row.verdict.label(),
                 ]);
             }
         }
-        writeln!(out, "{heading}per {}{heading}\n", by.name())?;
-        writeln!(out, "{}\n", styled(groups, flavour, &[1, 3, 4, 5]))?;
+        out.push_str(&styled(groups, flavour, &[1, 3, 4, 5]));
+        out.push_str("\n\n");
+        return out;
     }
+    for group in &report.groups {
+        let processes = match group.pids.len() {
+            1 => format!("pid {}", group.pids[0]),
+            n => format!("{n} processes"),
+        };
+        let title = format!("{} ({processes}):", escape_text(&group.name));
+        out.push_str(&paragraph(&title, width, "  "));
+        out.push_str("\n\n");
+        let mut table = Builder::default();
+        let mut header = vec!["site", "taken", "not taken", "unreadable"];
+        if step < 2 {
+            header.push("mispredicted (95%)");
+        }
+        header.push("verdict");
+        table.push_record(header);
+        for row in &group.sites {
+            let mut record = vec![
+                row.id.to_string(),
+                row.counts.taken.to_string(),
+                row.counts.not_taken.to_string(),
+                row.counts.unreadable.to_string(),
+            ];
+            if step < 2 {
+                record.push(interval(row));
+            }
+            record.push(row.verdict.label());
+            table.push_record(record);
+        }
+        out.push_str(&styled_fitting(table, flavour, &[1, 2, 3], squeeze));
+        out.push_str("\n\n");
+        if step >= 2 {
+            for row in &group.sites {
+                let line = format!("- `{}`: mispredicted {} (95%)", row.id, interval(row));
+                out.push_str(&paragraph(&line, width, "  "));
+                out.push('\n');
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
 
-    if per_process && !report.processes.is_empty() {
+/// The rows per process; on a terminal too narrow for them, a table per process under a
+/// heading with its comm and executable.
+fn process_sections(
+    report: &Report,
+    step: usize,
+    flavour: Flavour,
+    width: Option<usize>,
+) -> String {
+    let mut out = String::new();
+    if step == 0 {
         let mut processes = Builder::default();
         processes.push_record([
             "pid",
@@ -370,13 +611,93 @@ fn write(
                 row.counts.unreadable.to_string(),
             ]);
         }
-        writeln!(out, "{}", styled(processes, flavour, &[0, 4, 5, 6]))?;
+        out.push_str(&styled(processes, flavour, &[0, 4, 5, 6]));
+        out.push('\n');
+        return out;
+    }
+    let mut pids: Vec<u32> = Vec::new();
+    for row in &report.processes {
+        if !pids.contains(&row.pid) {
+            pids.push(row.pid);
+        }
+    }
+    for pid in pids {
+        let rows: Vec<_> = report.processes.iter().filter(|r| r.pid == pid).collect();
+        let first = rows[0];
+        let exe = first.exe.as_deref().unwrap_or("-");
+        let title = format!(
+            "pid {pid} {} ({}):",
+            escape_text(&first.comm),
+            escape_text(exe)
+        );
+        out.push_str(&paragraph(&title, width, "  "));
+        out.push_str("\n\n");
+        let mut table = Builder::default();
+        table.push_record(["site", "taken", "not taken", "unreadable"]);
+        for row in rows {
+            table.push_record([
+                row.site.clone(),
+                row.counts.taken.to_string(),
+                row.counts.not_taken.to_string(),
+                row.counts.unreadable.to_string(),
+            ]);
+        }
+        out.push_str(&styled_fitting(table, flavour, &[1, 2, 3], width));
+        out.push_str("\n\n");
+    }
+    out
+}
+
+fn write(
+    report: &Report,
+    layout: Layout,
+    flavour: Flavour,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let Layout {
+        per_process,
+        columns,
+    } = layout;
+    // On a terminal: its width, to which every part is fitted on its own.
+    let width = match columns {
+        Fit::Terminal(width) => Some(width),
+        Fit::Every | Fit::ConditionsBelow => None,
+    };
+    // `below`: the step of a table that keeps its conditions below it (a commit message).
+    let fitted = |last: usize, below: usize, render: &dyn Fn(usize) -> String| match columns {
+        Fit::Every => render(0),
+        Fit::ConditionsBelow => render(below),
+        Fit::Terminal(width) => fit::first_fitting(width, last, render),
+    };
+    writeln!(
+        out,
+        "{}\n",
+        paragraph(&header(report, flavour), width, "  ")
+    )?;
+    let sites = fitted(SITE_NARROWING.len(), CONDITIONS_BELOW, &|step| {
+        site_sections(report, step, flavour, width)
+    });
+    write!(out, "{sites}")?;
+
+    if let Some(by) = report.grouped_by
+        && !report.groups.is_empty()
+    {
+        let groups = fitted(GROUP_NARROWING, 0, &|step| {
+            group_sections(report, by, step, flavour, width)
+        });
+        write!(out, "{groups}")?;
+    }
+
+    if per_process && !report.processes.is_empty() {
+        let processes = fitted(1, 0, &|step| process_sections(report, step, flavour, width));
+        write!(out, "{processes}")?;
     }
 
     if !report.notes.is_empty() {
         writeln!(out)?;
         for note in &report.notes {
-            writeln!(out, "- {}", escape_text(note))?;
+            let note = format!("- {}", escape_text(note));
+            writeln!(out, "{}", paragraph(&note, width, "  "))?;
         }
     }
     Ok(())
@@ -452,7 +773,7 @@ pub fn write_hints_table(
     }
     // Conditions and reasons wrap in a terminal; a Markdown cell is one line.
     let wrap: &[(usize, usize)] = if markdown { &[] } else { &[(3, 40), (5, 64)] };
-    writeln!(out, "{}", styled_wrapped(table, flavour, &[], wrap))?;
+    writeln!(out, "{}", styled_wrapped(table, flavour, &[], wrap, None))?;
     writeln!(out)?;
     for line in hints_summary(hints) {
         writeln!(out, "{line}")?;

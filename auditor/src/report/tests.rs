@@ -6,7 +6,7 @@
 #[allow(dead_code, reason = "the list serves every test crate")]
 mod packages;
 
-use super::*;
+use super::{groups::GroupBy, *};
 use crate::{
     tally::Process,
     verdict::{Arm, VerdictKind},
@@ -208,7 +208,7 @@ fn rendered(format: Format, layout: Layout) -> String {
 
 const NARROW: Layout = Layout {
     per_process: true,
-    wide: false,
+    columns: Columns::ConditionsBelow,
 };
 
 #[test]
@@ -227,23 +227,11 @@ fn the_table_names_every_site_and_escapes_process_names() {
     for cell in ["47", "960", "3", "unlikely"] {
         assert!(row.contains(cell), "{row}");
     }
-    // Narrow: the conditions go below the tables, and every table line fits 160 columns
-    // (the notes are paragraphs, a terminal wraps them).
-    let longest = table
-        .lines()
-        .filter(|l| l.contains(" | "))
-        .map(|l| l.chars().count())
-        .max()
-        .unwrap();
-    assert!(
-        longest < usize::from(WIDE_COLUMNS),
-        "{longest} columns:\n{table}"
-    );
     let wide = rendered(
         Format::Table,
         Layout {
             per_process: false,
-            wide: true,
+            columns: Columns::Every,
         },
     );
     assert!(wide.contains("pollfd.fd < 0 (entry ignored)"), "{wide}");
@@ -651,31 +639,86 @@ fn the_svg_is_one_page_with_rows_labelled() {
 }
 
 /// A terminal gets every column when the tables with every column fit it, measured, not
-/// from a fixed threshold; one column less and the conditions go below the tables.
+/// from a fixed threshold; one column less and the tables narrow, and fit.
 #[test]
 fn a_terminal_gets_every_column_when_they_fit() {
     let report = fixed_report();
-    let options = Options::default();
+    let render = |columns| {
+        let mut text = Vec::new();
+        let layout = Layout {
+            per_process: false,
+            columns,
+        };
+        report.render(Format::Table, layout, &mut text).unwrap();
+        String::from_utf8(text).unwrap()
+    };
+    let every = render(Columns::Every);
+    let widest = every.lines().map(|l| l.chars().count()).max().unwrap();
+    assert_eq!(render(Columns::Terminal(widest)), every);
+    let narrower = render(Columns::Terminal(widest - 1));
+    assert_ne!(narrower, every);
+    assert!(
+        narrower.lines().all(|l| l.chars().count() < widest),
+        "{narrower}"
+    );
+}
+
+/// Every format that fits a terminal fits 80, 120 and 200 columns, with groups and rows
+/// per process, and loses no site, count or verdict: what leaves a table is said below it.
+#[test]
+fn every_table_fits_80_120_and_200_columns() {
+    let report = fixed_report().grouped(Some(GroupBy::Program));
+    for format in [Format::Table, Format::Annotated] {
+        for width in [80, 120, 200] {
+            let layout = Layout {
+                per_process: true,
+                columns: Columns::Terminal(width),
+            };
+            let mut text = Vec::new();
+            report.render(format, layout, &mut text).unwrap();
+            let text = String::from_utf8(text).unwrap();
+            for line in text.lines() {
+                assert!(
+                    line.chars().count() <= width,
+                    "{format:?} at {width}: {} columns: {line}",
+                    line.chars().count()
+                );
+            }
+            for info in catalogue::SITES {
+                assert!(
+                    text.contains(info.id),
+                    "{format:?} at {width}: no {}",
+                    info.id
+                );
+            }
+            // poll.fd_negative: 47 taken, 960 not taken, 3 unreadable, and its verdict.
+            for wanted in ["47", "960", "holds", "x|y\\u{1b}[2J"] {
+                assert!(
+                    text.contains(wanted),
+                    "{format:?} at {width}: no {wanted}:\n{text}"
+                );
+            }
+            assert!(text.contains("per program"), "{format:?} at {width}");
+        }
+    }
+    // At 80 the site tables keep the site, its hint and verdict, the rest below them.
     let mut text = Vec::new();
-    report
-        .render(
-            Format::Table,
-            Layout {
-                per_process: false,
-                wide: true,
-            },
-            &mut text,
-        )
-        .unwrap();
-    let widest = String::from_utf8(text)
-        .unwrap()
+    let layout = Layout {
+        per_process: false,
+        columns: Columns::Terminal(80),
+    };
+    report.render(Format::Table, layout, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    let row = text
         .lines()
-        .filter(|l| l.contains(" | ") || l.contains("-+-"))
-        .map(|l| l.chars().count())
-        .max()
-        .unwrap() as u16;
-    assert!(options.fitted(&report, Width::Terminal(widest)).wide);
-    assert!(!options.fitted(&report, Width::Terminal(widest - 1)).wide);
-    assert!(!options.fitted(&report, Width::Terminal(80)).wide);
-    assert!(options.fitted(&report, Width::Unbounded).wide);
+        .find(|l| l.starts_with(" poll.fd_negative "))
+        .unwrap();
+    assert!(
+        row.contains("| unlikely ") && row.contains("| holds"),
+        "{row}"
+    );
+    assert!(
+        text.contains("- `poll.fd_negative` (do_pollfd) is taken when pollfd.fd < 0"),
+        "{text}"
+    );
 }

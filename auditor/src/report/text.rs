@@ -14,10 +14,7 @@ pub const WIDTH: usize = 72;
 
 /// `text` wrapped to [`WIDTH`], each line after the first indented by `indent`.
 fn wrapped(text: &str, indent: &str) -> String {
-    let options = textwrap::Options::new(WIDTH)
-        .subsequent_indent(indent)
-        .break_words(true);
-    textwrap::fill(&escape_ascii(text), options)
+    super::fit::wrapped(&escape_ascii(text), WIDTH, indent)
 }
 
 /// `entries`, `calls`: the unit of `count` evaluations.
@@ -52,23 +49,19 @@ fn evidence(site: &SiteReport, counts: &auditor_common::Counts, verdict: &Verdic
     text
 }
 
-/// One site's line, `indent` in, with the hint when given; the verdict goes on a line of
-/// its own when the line does not fit.
+/// One site's line, `indent` in: its name, the hint when given, the verdict (padded to
+/// `verdict_width`, so that the verdicts make a column and never wrap), then the evidence,
+/// which wraps at words below when the line does not fit.
 fn site_line(
     indent: &str,
     (id, id_width): (&str, usize),
     hint: Option<&str>,
+    (verdict, verdict_width): (&str, usize),
     evidence: &str,
-    verdict: &str,
 ) -> String {
     let hint = hint.map(|hint| format!("{hint:8}  ")).unwrap_or_default();
-    let head = format!("{indent}{id:id_width$}  {hint}{evidence}");
-    let line = format!("{head}  {verdict}");
-    if line.len() <= WIDTH {
-        return line;
-    }
-    let more = format!("{indent}    ");
-    format!("{}\n{more}{verdict}", wrapped(&head, &more))
+    let line = format!("{indent}{id:id_width$}  {hint}{verdict:verdict_width$}  {evidence}");
+    wrapped(&line, &format!("{indent}    "))
 }
 
 pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
@@ -107,13 +100,24 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         .filter(|s| s.measured && s.counts.total() > 0)
         .collect();
     let id_width = measured.iter().map(|s| s.info.id.len()).max().unwrap_or(0);
+    let verdict_width = measured
+        .iter()
+        .map(|s| s.verdict.label().len())
+        .chain(
+            report
+                .groups
+                .iter()
+                .flat_map(|group| group.sites.iter().map(|row| row.verdict.label().len())),
+        )
+        .max()
+        .unwrap_or(0);
     for site in &measured {
         let mut line = site_line(
             "",
             (site.info.id, id_width),
             Some(&site.hint_label()),
+            (&site.verdict.label(), verdict_width),
             &evidence(site, &site.counts, &site.verdict),
-            &site.verdict.label(),
         );
         // With a tree given, where the branch is in it, on a line of its own.
         if let (_, Some(_), function) = site.location() {
@@ -170,7 +174,8 @@ pub fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
                 }
                 let evidence = evidence(site, &row.counts, &row.verdict);
                 let id = (row.id, id_width);
-                let line = site_line("  ", id, None, &evidence, &row.verdict.label());
+                let verdict = (row.verdict.label(), verdict_width);
+                let line = site_line("  ", id, None, (&verdict.0, verdict.1), &evidence);
                 writeln!(out, "{line}")?;
             }
         }
@@ -233,6 +238,13 @@ pub fn write_sites_text(rows: &[super::SiteRow], out: &mut dyn Write) -> std::io
             writeln!(out, "{}", wrapped(&line, "    "))?;
         }
     }
+    writeln!(
+        out,
+        "\nAllocating fds, not followed (their allocations are not in fd.*):"
+    )?;
+    for (syscalls, why) in auditor_common::syscalls::NOT_FOLLOWED {
+        writeln!(out, "{}", wrapped(&format!("- {syscalls}: {why}"), "  "))?;
+    }
     Ok(())
 }
 
@@ -280,15 +292,17 @@ mod tests {
             escape_ascii("curl \u{1b}[2J ünï"),
             "curl \\u{1b}[2J \\u{fc}n\\u{ef}"
         );
-        let long = "a-site-id-that-is-long".repeat(2);
         let line = site_line(
             "",
-            (&long, 44),
+            ("epoll_ctl.watches_exhausted", 27),
             Some("unlikely"),
+            ("candidate: unlikely", 19),
             "973248 of 975952 entries (<= 99.77%)",
-            "candidate: unlikely",
         );
         assert!(line.lines().all(|l| l.len() <= WIDTH), "{line}");
-        assert!(line.ends_with("\n    candidate: unlikely"), "{line}");
+        // The verdict stays on the site's line; the evidence wraps below it.
+        let first = line.lines().next().unwrap();
+        assert!(first.contains("candidate: unlikely"), "{line}");
+        assert!(line.lines().nth(1).unwrap().starts_with("    "), "{line}");
     }
 }

@@ -90,7 +90,10 @@ pub const PACKAGES: &[Package] = &[
         name: "bsdutils",
         provides: "/usr/bin/script",
         used_for: "a test gives the auditor a terminal with script",
-        tests: &["the_status_line_keeps_off_a_commands_terminal"],
+        tests: &[
+            "the_status_line_keeps_off_a_commands_terminal",
+            "every_command_fits_80_120_and_200_columns",
+        ],
     },
 ];
 
