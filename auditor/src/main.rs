@@ -12,8 +12,8 @@ use auditor::{
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// Exit statuses, for `--help` after each command's examples; the README has the same
-/// table.
+/// Exit statuses, for `--help` after each command's examples; the README and the guide say
+/// the same.
 macro_rules! exit_statuses {
     () => {
         "Exit status:
@@ -739,6 +739,10 @@ fn main() -> ExitCode {
 }
 
 #[cfg(test)]
+#[path = "../tests/common/doc_commands.rs"]
+mod doc_commands;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -762,5 +766,19 @@ mod tests {
     fn cli_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    /// Every `auditor` command the README and docs/ show is one this parser takes.
+    #[test]
+    fn every_command_the_docs_show_parses() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let refused =
+            doc_commands::refused(&root, "auditor", |words| match Cli::try_parse_from(words) {
+                Err(error) if error.kind() != clap::error::ErrorKind::DisplayHelp => {
+                    Err(error.render())
+                }
+                _ => Ok(()),
+            });
+        assert!(refused.is_empty(), "{}", refused.join("\n"));
     }
 }

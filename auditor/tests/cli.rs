@@ -94,7 +94,7 @@ fn without_privileges_it_says_what_is_missing() {
     );
 }
 
-/// Usage errors exit 2 from every command, as the README's table says: targets that
+/// Usage errors exit 2 from every command, as the guide's table says: targets that
 /// exclude each other, a bad --metrics address, strace with no target. `-p` is `--pid` for
 /// both sources.
 #[test]

@@ -220,7 +220,7 @@ fn prometheus_sums_are_the_reports_counts() {
             break sums;
         }
     };
-    // The README's share against the hint, per site, from the same counts.
+    // The guide's share against the hint, per site, from the same counts.
     let share = query(AGAINST_THE_HINT).unwrap();
     let shares: BTreeMap<String, f64> = share
         .as_array()
@@ -261,7 +261,7 @@ fn prometheus_sums_are_the_reports_counts() {
     assert!(hinted_and_decided > 0);
 }
 
-/// The README's PromQL: the share of decided evaluations against each site's hint.
+/// The guide's PromQL: the share of decided evaluations against each site's hint.
 const AGAINST_THE_HINT: &str = r#"  sum by (site) (auditor_branch_evaluations_total{hint="unlikely", arm="taken"})
 / sum by (site) (auditor_branch_evaluations_total{hint="unlikely", arm!="unreadable"})
 or

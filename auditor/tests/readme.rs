@@ -1,8 +1,9 @@
-//! The README's table of sites is generated from the catalogue (how many sites in which
-//! files; a row per site: id, function, condition, hint and since when, what one
-//! evaluation is), between its
+//! The README and docs/ against what they describe. docs/sites.md's table of sites is
+//! generated from the catalogue (how many sites in which files; a row per site: id,
+//! function, condition, hint and since when, what one evaluation is), between its
 //! `sites:begin` and `sites:end` markers: the test fails when the catalogue changed and the
-//! README did not. `AUDITOR_WRITE_README=1 cargo test -p auditor --test readme` writes it.
+//! page did not. `AUDITOR_WRITE_README=1 cargo test -p auditor --test readme` writes it.
+//! The README's answer is what its command prints; the README stays a landing page.
 
 use std::path::Path;
 
@@ -76,9 +77,18 @@ fn generated() -> String {
     table
 }
 
-/// The README's path, its text, and where the generated text between `begin` and `end` lies.
-fn generated_block(begin: &str, end: &str) -> (std::path::PathBuf, String, usize, usize) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+/// A page of the repository (`README.md`, `docs/guide.md`).
+fn page(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name)
+}
+
+/// A page's path, its text, and where the generated text between `begin` and `end` lies.
+fn generated_block(
+    name: &str,
+    begin: &str,
+    end: &str,
+) -> (std::path::PathBuf, String, usize, usize) {
+    let path = page(name);
     let readme = std::fs::read_to_string(&path).unwrap();
     let start = readme
         .find(begin)
@@ -92,8 +102,8 @@ fn generated_block(begin: &str, end: &str) -> (std::path::PathBuf, String, usize
 }
 
 #[test]
-fn the_readme_lists_the_catalogue() {
-    let (path, readme, start, end) = generated_block(BEGIN, END);
+fn the_sites_page_lists_the_catalogue() {
+    let (path, readme, start, end) = generated_block("docs/sites.md", BEGIN, END);
     let table = generated();
     if std::env::var_os("AUDITOR_WRITE_README").is_some() {
         let written = format!("{}{table}{}", &readme[..start], &readme[end..]);
@@ -119,11 +129,11 @@ fn the_readme_lists_the_catalogue() {
     }
 }
 
-/// The PromQL the README gives for the share against the hint is the one
+/// The PromQL the guide gives for the share against the hint is the one
 /// `tests/metrics.rs` checks against a Prometheus server.
 #[test]
-fn the_readme_promql_is_the_tested_one() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+fn the_guides_promql_is_the_tested_one() {
+    let path = page("docs/guide.md");
     let readme = std::fs::read_to_string(&path).unwrap();
     let tests =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/metrics.rs"))
@@ -193,7 +203,7 @@ fn numbers(text: &str) -> Vec<f64> {
 #[test]
 #[ignore = "loads the probe: needs root and tracefs (`cargo xtask test`)"]
 fn the_readmes_memory_is_the_maps_as_loaded() {
-    let (path, readme, start, end) = generated_block(MEMORY_BEGIN, MEMORY_END);
+    let (path, readme, start, end) = generated_block("docs/guide.md", MEMORY_BEGIN, MEMORY_END);
     // As the kernel sizes per-CPU maps: the possible CPUs.
     let cpus = aya::util::nr_cpus().unwrap();
     let measured = memory_paragraph(cpus, measured_memory());
@@ -223,4 +233,87 @@ fn the_readmes_memory_is_the_maps_as_loaded() {
              `AUDITOR_WRITE_README=1 cargo test -p auditor --test readme -- --ignored` as root\n{measured}"
         );
     }
+}
+
+const ANSWER_BEGIN: &str = "<!-- answer:begin (checked: cargo test -p auditor --test readme) -->\n";
+const ANSWER_END: &str = "<!-- answer:end -->\n";
+
+/// `text` without its first paragraph's machine: the kernel release and host a strace
+/// log's report names are the ones it was read on.
+fn without_machine(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.find(" on Linux ") {
+            Some(at) => format!("{} on Linux ...", &line[..at]),
+            None if line.contains(" on ") && line.ends_with(", counted by strace.") => {
+                "... counted by strace.".to_string()
+            }
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The README's answer to a thread's question is what its command prints, run here from
+/// the repository's root on the fixtures it names.
+#[test]
+fn the_readmes_answer_is_what_its_command_prints() {
+    let (path, readme, start, end) = generated_block("README.md", ANSWER_BEGIN, ANSWER_END);
+    let block = &readme[start..end];
+    let body = block
+        .strip_prefix("```\n")
+        .and_then(|b| b.strip_suffix("```\n"))
+        .expect("the answer is a code block");
+    let (command, printed) = body.split_once('\n').unwrap();
+    let command = command
+        .strip_prefix("$ auditor ")
+        .expect("an auditor command");
+    let args = shell_words::split(command).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_auditor"))
+        .args(&args)
+        .current_dir(page(""))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let now = String::from_utf8(output.stdout).unwrap();
+    if std::env::var_os("AUDITOR_WRITE_README").is_some() {
+        let block = format!("```\n$ auditor {command}\n{now}```\n");
+        let written = format!("{}{block}{}", &readme[..start], &readme[end..]);
+        std::fs::write(&path, written).unwrap();
+        return;
+    }
+    assert_eq!(
+        without_machine(printed),
+        without_machine(&now),
+        "{} is stale: run `AUDITOR_WRITE_README=1 cargo test -p auditor --test readme`",
+        path.display()
+    );
+}
+
+/// The README is a landing page: at most 15 KB, the rest in docs/, each page it links
+/// there.
+#[test]
+fn the_readme_lands_and_links_what_is_there() {
+    let readme = std::fs::read_to_string(page("README.md")).unwrap();
+    assert!(
+        readme.len() <= 15_000,
+        "the README is {} bytes",
+        readme.len()
+    );
+    let mut rest = readme.as_str();
+    let mut linked = 0;
+    while let Some(at) = rest.find("](") {
+        let target = &rest[at + 2..];
+        let target = &target[..target.find(')').unwrap()];
+        rest = &rest[at + 2..];
+        if target.starts_with("http") {
+            continue;
+        }
+        let file = target.split('#').next().unwrap();
+        assert!(
+            page(file).is_file(),
+            "the README links {target}, which is not there"
+        );
+        linked += 1;
+    }
+    assert!(linked >= 5, "{linked} links");
 }

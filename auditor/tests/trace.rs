@@ -83,7 +83,7 @@ fn mixed_workload_is_counted_exactly_per_process() {
     assert_command_exact(&session, steps);
 }
 
-/// The workload `cargo xtask run` audits (the README quotes its counts).
+/// The workload `cargo xtask run` audits (the README quotes its counts at 80 columns).
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn the_default_workload_is_counted_exactly() {

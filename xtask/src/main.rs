@@ -92,3 +92,25 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "../../auditor/tests/common/doc_commands.rs"]
+mod doc_commands;
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    /// Every `cargo xtask` command the README and docs/ show is one xtask takes.
+    #[test]
+    fn every_task_the_docs_show_parses() {
+        let refused = doc_commands::refused(&workspace_root(), "cargo xtask", |words| {
+            Cli::try_parse_from(words)
+                .map(|_| ())
+                .map_err(|error| error.render())
+        });
+        assert!(refused.is_empty(), "{}", refused.join("\n"));
+    }
+}

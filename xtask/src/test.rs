@@ -35,9 +35,9 @@ pub struct Options {
     /// With --oracle: compare the last guest run's readings again, without a new boot.
     #[arg(long, requires = "oracle")]
     reuse_run: bool,
-    /// With --kernel: write the matrix into README.md's kernels section.
+    /// With --kernel: write the matrix into docs/guide.md's kernels section.
     #[arg(long, requires = "kernel")]
-    readme: bool,
+    guide: bool,
 }
 
 fn cargo(args: &[&str]) -> Command {
@@ -71,7 +71,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             kernels: options.kernel.clone(),
             tests: options.vm_tests.clone(),
             timeout: options.vm_timeout,
-            readme: options.readme,
+            guide: options.guide,
         });
     }
     let skipped = test_packages::ensure()?;

@@ -153,7 +153,7 @@ const FAMILIES: [Parser; 8] = [
 ];
 
 #[derive(Debug, Error, PartialEq, Eq)]
-#[error("bad workload step `{step}`: {why} (see `auditor-workload` steps in the README)")]
+#[error("bad workload step `{step}`: {why} (see the workload steps in docs/guide.md)")]
 pub struct StepError {
     step: String,
     why: String,

@@ -26,31 +26,32 @@ pub struct Options {
     /// Test binaries (auditor/tests/NAME.rs) whose privileged tests run in each guest.
     pub tests: Vec<String>,
     pub timeout: Duration,
-    /// Write the matrix into README.md's kernels section (when every row passed).
-    pub readme: bool,
+    /// Write the matrix into docs/guide.md's kernels section (when every row passed).
+    pub guide: bool,
 }
 
-/// README.md's markers around the matrix.
-const README_BEGIN: &str = "<!-- kernels:begin";
-const README_END: &str = "<!-- kernels:end -->";
+/// The page that keeps the matrix, and its markers around it.
+const GUIDE: &str = "docs/guide.md";
+const GUIDE_BEGIN: &str = "<!-- kernels:begin";
+const GUIDE_END: &str = "<!-- kernels:end -->";
 
-/// `readme` with the lines between the kernels markers replaced by `matrix`.
-fn with_matrix(readme: &str, matrix: &str) -> anyhow::Result<String> {
-    let begin = readme
-        .find(README_BEGIN)
-        .context("README.md has no kernels:begin marker")?;
+/// `guide` with the lines between the kernels markers replaced by `matrix`.
+fn with_matrix(guide: &str, matrix: &str) -> anyhow::Result<String> {
+    let begin = guide
+        .find(GUIDE_BEGIN)
+        .with_context(|| format!("{GUIDE} has no kernels:begin marker"))?;
     let body = begin
-        + readme[begin..]
+        + guide[begin..]
             .find('\n')
             .context("a line after the marker")?
         + 1;
-    let end = readme
-        .find(README_END)
-        .context("README.md has no kernels:end marker")?;
+    let end = guide
+        .find(GUIDE_END)
+        .with_context(|| format!("{GUIDE} has no kernels:end marker"))?;
     if end < body {
-        bail!("README.md's kernels markers are out of order");
+        bail!("{GUIDE}'s kernels markers are out of order");
     }
-    Ok(format!("{}{matrix}{}", &readme[..body], &readme[end..]))
+    Ok(format!("{}{matrix}{}", &guide[..body], &guide[end..]))
 }
 
 /// What the Debian packages the matrix boots need on the host.
@@ -326,10 +327,10 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     if !failed.is_empty() {
         bail!("the tests failed on {}", failed.join(", "));
     }
-    if options.readme {
-        let path = workspace_root().join("README.md");
-        let readme = std::fs::read_to_string(&path)?;
-        std::fs::write(&path, with_matrix(&readme, &matrix)?)?;
+    if options.guide {
+        let path = workspace_root().join(GUIDE);
+        let guide = std::fs::read_to_string(&path)?;
+        std::fs::write(&path, with_matrix(&guide, &matrix)?)?;
         println!("wrote the matrix into {}", path.display());
     }
     Ok(())
