@@ -6,7 +6,7 @@ use crate::{
     Evaluation, Reached,
     catalogue::{Recorder, branch, likely, unlikely},
     errno,
-    syscalls::FdPrepare,
+    syscalls::{Allocator, FdPrepare, PairAllocator},
 };
 
 /// Fds per word of the open-fd bitmap.
@@ -392,49 +392,8 @@ pub enum AllocOutcome {
     Maybe,
 }
 
-/// The syscalls that allocate one fd, by what fails before the allocation.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Allocator {
-    /// open, openat, openat2, creat: flags (EINVAL) and the name (EFAULT, ENAMETOOLONG,
-    /// ENOENT for an empty one) come first; the path walk after.
-    Open = 0,
-    /// dup: EBADF first.
-    Dup = 1,
-    /// fcntl F_DUPFD: EBADF, and EINVAL for a start past RLIMIT_NOFILE, first.
-    DupFd = 2,
-    /// An anonymous-inode fd (eventfd, eventfd2, epoll_create, epoll_create1,
-    /// timerfd_create, signalfd, signalfd4, memfd_create, pidfd_open, pidfd_getfd,
-    /// userfaultfd): the arguments and the caller's rights are checked first — EINVAL,
-    /// EPERM (timerfd's alarm clocks, userfaultfd's sysctl, pidfd_getfd's ptrace check),
-    /// EFAULT (memfd's name, signalfd's mask), ESRCH (a pid gone), EBADF (pidfd_getfd's
-    /// fds) —; ENOMEM comes before or after.
-    Anon = 3,
-    /// socket: the socket is created first (any error); ENFILE and ENOMEM after too.
-    Socket = 4,
-    /// accept, accept4: the listening fd (EBADF) and the flags (EINVAL) come first; the fd
-    /// is allocated before waiting for a connection, so every later error (EAGAIN,
-    /// ENOTSOCK, EINTR, ...) comes after it.
-    Accept = 5,
-    /// inotify_init, inotify_init1, fanotify_init: the flags (EINVAL) and the caller's
-    /// rights (EPERM) first, then the group, whose per-user limit is EMFILE too: an EMFILE
-    /// does not say whether the allocation ran.
-    Group = 6,
-}
-
+/// The model's rules of an [`Allocator`]: what its return value says.
 impl Allocator {
-    pub const fn from_u32(value: u32) -> Allocator {
-        match value {
-            0 => Allocator::Open,
-            1 => Allocator::Dup,
-            2 => Allocator::DupFd,
-            3 => Allocator::Anon,
-            4 => Allocator::Socket,
-            5 => Allocator::Accept,
-            _ => Allocator::Group,
-        }
-    }
-
     /// What the return value says about the allocation (`refused`: a call its arguments
     /// refuse before it — an open's empty name, flags or openat2 size the checks before
     /// the path walk refuse; accept4's flags, [`accept_flags_refused`]).
@@ -493,26 +452,8 @@ impl Allocator {
     }
 }
 
-/// The syscalls that allocate two fds and write them to user memory, by what fails before.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PairAllocator {
-    /// pipe, pipe2: flags (EINVAL) and the pipe's files (ENFILE, ENOMEM) come first; the
-    /// fds are written after both allocations (EFAULT releases them).
-    Pipe = 0,
-    /// socketpair: flags (EINVAL) first; both fds are allocated and written before the
-    /// sockets are made, so later errors still leave them in user memory.
-    SocketPair = 1,
-}
-
+/// The model's rules of a [`PairAllocator`].
 impl PairAllocator {
-    pub const fn from_u32(value: u32) -> PairAllocator {
-        match value {
-            0 => PairAllocator::Pipe,
-            _ => PairAllocator::SocketPair,
-        }
-    }
-
     /// Whether both allocations ran with their fds in user memory (Some(true)), did not
     /// run (Some(false)), or the return value does not tell (None: EMFILE from either,
     /// EFAULT). `refused`: the arguments refuse the call first (socketpair's flags,

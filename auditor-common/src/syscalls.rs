@@ -4,7 +4,72 @@
 //! allocates fds through `alloc_fd`. The loader's attach list, the probe's typed records,
 //! strace's `-e trace=` list and the allocating set are derived from it.
 
-use crate::fd::{Allocator, PairAllocator};
+/// How a syscall allocates, a fact of its row; the rules the return value follows are the
+/// model's (`fd.rs`).
+/// The syscalls that allocate one fd, by what fails before the allocation.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocator {
+    /// open, openat, openat2, creat: flags (EINVAL) and the name (EFAULT, ENAMETOOLONG,
+    /// ENOENT for an empty one) come first; the path walk after.
+    Open = 0,
+    /// dup: EBADF first.
+    Dup = 1,
+    /// fcntl F_DUPFD: EBADF, and EINVAL for a start past RLIMIT_NOFILE, first.
+    DupFd = 2,
+    /// An anonymous-inode fd (eventfd, eventfd2, epoll_create, epoll_create1,
+    /// timerfd_create, signalfd, signalfd4, memfd_create, pidfd_open, pidfd_getfd,
+    /// userfaultfd): the arguments and the caller's rights are checked first — EINVAL,
+    /// EPERM (timerfd's alarm clocks, userfaultfd's sysctl, pidfd_getfd's ptrace check),
+    /// EFAULT (memfd's name, signalfd's mask), ESRCH (a pid gone), EBADF (pidfd_getfd's
+    /// fds) —; ENOMEM comes before or after.
+    Anon = 3,
+    /// socket: the socket is created first (any error); ENFILE and ENOMEM after too.
+    Socket = 4,
+    /// accept, accept4: the listening fd (EBADF) and the flags (EINVAL) come first; the fd
+    /// is allocated before waiting for a connection, so every later error (EAGAIN,
+    /// ENOTSOCK, EINTR, ...) comes after it.
+    Accept = 5,
+    /// inotify_init, inotify_init1, fanotify_init: the flags (EINVAL) and the caller's
+    /// rights (EPERM) first, then the group, whose per-user limit is EMFILE too: an EMFILE
+    /// does not say whether the allocation ran.
+    Group = 6,
+}
+
+impl Allocator {
+    pub const fn from_u32(value: u32) -> Allocator {
+        match value {
+            0 => Allocator::Open,
+            1 => Allocator::Dup,
+            2 => Allocator::DupFd,
+            3 => Allocator::Anon,
+            4 => Allocator::Socket,
+            5 => Allocator::Accept,
+            _ => Allocator::Group,
+        }
+    }
+}
+
+/// The syscalls that allocate two fds and write them to user memory, by what fails before.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairAllocator {
+    /// pipe, pipe2: flags (EINVAL) and the pipe's files (ENFILE, ENOMEM) come first; the
+    /// fds are written after both allocations (EFAULT releases them).
+    Pipe = 0,
+    /// socketpair: flags (EINVAL) first; both fds are allocated and written before the
+    /// sockets are made, so later errors still leave them in user memory.
+    SocketPair = 1,
+}
+
+impl PairAllocator {
+    pub const fn from_u32(value: u32) -> PairAllocator {
+        match value {
+            0 => PairAllocator::Pipe,
+            _ => PairAllocator::SocketPair,
+        }
+    }
+}
 
 /// How a syscall is followed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,9 +9,9 @@
 
 use auditor_common::{
     ProcessKey, Syscall,
-    fd::{self, AllocStart, Allocator, PairAllocator},
+    fd::{self, AllocStart},
     maps, open, shared,
-    syscalls::FdPrepare,
+    syscalls::{Allocator, FdPrepare, PairAllocator},
 };
 use aya_ebpf::{
     bindings::BPF_F_NO_PREALLOC,

@@ -16,6 +16,7 @@ mod close;
 mod copy;
 mod dup;
 mod epoll;
+mod failures;
 mod fget;
 mod poll;
 mod select;
@@ -34,7 +35,7 @@ use auditor_common::{
 use aya_ebpf::{
     EbpfContext as _,
     bindings::BPF_F_NO_PREALLOC,
-    macros::map,
+    macros::{map, tracepoint},
     maps::{HashMap, ProgramArray},
     programs::TracePointContext,
 };
@@ -142,6 +143,21 @@ fn take_pending() -> Option<Pending> {
     take_from(&PENDING, |p| &mut p.live)
 }
 
+/// `sched:sched_process_exec`: the targets learn of the exec (`target::process_exec`),
+/// then the stacks of the mappings it replaced. Here, above both, so that the targets
+/// need nothing of the stacks.
+#[tracepoint(category = "sched", name = "sched_process_exec")]
+pub fn process_exec(ctx: TracePointContext) -> u32 {
+    let mut exec_of = None;
+    if let Err(failure) = target::process_exec(&ctx, &mut exec_of) {
+        failures::failed(failure);
+    }
+    if let Some(pid) = exec_of {
+        stacks::mappings_changed(auditor_common::stacks::kind::EXEC, pid);
+    }
+    0
+}
+
 /// Forgets an exiting thread's calls in flight.
 fn forget_thread(tid: u32) {
     let _ = PENDING.remove(tid);
@@ -175,7 +191,7 @@ fn run_shared(ctx: &TracePointContext, index: u32) {
     // SAFETY: each shared program is a tracepoint program on records of the layout of the
     // programs that hand over to it (every `sys_exit_*` record, for `ALLOC_EXIT`).
     unsafe { SHARED.tail_call(ctx, index) };
-    tally::failed(failure::TAIL_CALL);
+    failures::failed(failure::TAIL_CALL);
 }
 
 /// The return value in the record of a program on `syscalls:sys_exit_*`.

@@ -214,7 +214,7 @@ pub fn forget_thread(tid: u32) {
 }
 
 fn count(index: u32) {
-    crate::tally::increment(&STACK_STATS, index);
+    crate::failures::increment(&STACK_STATS, index);
 }
 
 /// Whether sampling takes a call of `pid` that went the rare way at `sites` (a bit per

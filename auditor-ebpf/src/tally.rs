@@ -3,10 +3,10 @@
 //! not allocate in time; one row for counts that found no room anywhere; and calls per
 //! syscall.
 
-use crate::stacks;
+use crate::{failures::increment, stacks};
 use auditor_common::{
     Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, UNATTRIBUTED_ROW,
-    catalogue::Recorder, failure, maps, row_miss, stacks::RareSites,
+    catalogue::Recorder, maps, row_miss, stacks::RareSites,
 };
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
@@ -35,24 +35,6 @@ static ROW_MISSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(row_miss::CO
 /// A row of zeros to start a new row from: too large for the BPF stack.
 #[map]
 static ZERO_ROW: Array<SiteCounts> = Array::with_max_entries(1, 0);
-
-/// Reads that failed, per `auditor_common::failure` kind.
-#[map]
-static FAILURES: PerCpuArray<u64> = PerCpuArray::with_max_entries(failure::COUNT as u32, 0);
-
-/// Counts a read of kind `failure` that failed.
-pub fn failed(failure: u32) {
-    increment(&FAILURES, failure);
-}
-
-/// Adds one to this CPU's counter `index` of `counters`.
-pub fn increment(counters: &PerCpuArray<u64>, index: u32) {
-    if let Some(slot) = counters.get_ptr_mut(index) {
-        // SAFETY: this CPU's slot of a per-CPU array, not shared within a program run
-        // (see `Row::record`).
-        unsafe { *slot += 1 }
-    }
-}
 
 /// Calls seen at exit, per followed syscall.
 #[map]

@@ -179,7 +179,7 @@ fn trace_process(pid: u32, comm: [u8; COMM_LEN]) {
 #[tracepoint(category = "sched", name = "sched_process_fork")]
 pub fn process_fork(ctx: TracePointContext) -> u32 {
     if let Err(failure) = try_process_fork(&ctx) {
-        crate::tally::failed(failure);
+        crate::failures::failed(failure);
     }
     0
 }
@@ -204,18 +204,12 @@ fn try_process_fork(ctx: &TracePointContext) -> Result<(), u32> {
     Ok(())
 }
 
-/// `sched:sched_process_exec`: counting of a command the auditor starts begins when it
-/// execs, so nothing the auditor's own code did in the child before exec is counted. A
-/// thread that execs takes its leader's id: the id it had leaves the table.
-#[tracepoint(category = "sched", name = "sched_process_exec")]
-pub fn process_exec(ctx: TracePointContext) -> u32 {
-    if let Err(failure) = try_process_exec(&ctx) {
-        crate::tally::failed(failure);
-    }
-    0
-}
-
-fn try_process_exec(ctx: &TracePointContext) -> Result<(), u32> {
+/// `sched:sched_process_exec` (the program is the crate root's, which also tells the
+/// stacks): counting of a command the auditor starts begins when it execs, so nothing the
+/// auditor's own code did in the child before exec is counted. A thread that execs takes
+/// its leader's id: the id it had leaves the table. `exec_of` is set to the traced process
+/// that exec'd, whose mappings changed.
+pub fn process_exec(ctx: &TracePointContext, exec_of: &mut Option<u32>) -> Result<(), u32> {
     if empty_programs() {
         return Ok(());
     }
@@ -229,9 +223,9 @@ fn try_process_exec(ctx: &TracePointContext) -> Result<(), u32> {
     }
     if let Some(process) = current() {
         if note_exe(ctx, process).is_none() {
-            crate::tally::failed(failure::EXEC_FILENAME);
+            crate::failures::failed(failure::EXEC_FILENAME);
         }
-        crate::stacks::mappings_changed(auditor_common::stacks::kind::EXEC, process.pid);
+        *exec_of = Some(process.pid);
     }
     let offset = global(&EXEC_OLD_PID_OFFSET) as usize;
     // SAFETY: the loader read the offset of old_pid from this kernel's format file.
@@ -265,7 +259,7 @@ fn note_exe(ctx: &TracePointContext, process: ProcessKey) -> Option<()> {
 #[tracepoint(category = "task", name = "task_rename")]
 pub fn task_rename(ctx: TracePointContext) -> u32 {
     if let Err(failure) = try_task_rename(&ctx) {
-        crate::tally::failed(failure);
+        crate::failures::failed(failure);
     }
     0
 }

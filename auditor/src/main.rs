@@ -697,7 +697,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Sessions end with a report on SIGINT and SIGTERM, from their first moment.
     if matches!(cli.command, Command::Trace(_) | Command::Strace(_))
-        && let Err(error) = trace::catch_stop_signals()
+        && let Err(error) = auditor::session::catch_stop_signals()
     {
         auditor::say!("auditor: {error}");
         return ExitCode::from(status::FAILURE);

@@ -24,14 +24,15 @@ use serde::Serialize;
 
 use crate::{
     kernel_src,
-    source::Observation,
+    observation::Observation,
     tally::Tally,
     verdict::{self, Arm, Verdict},
 };
 
+pub use crate::observation::counted;
 pub use escape::{escape_ascii, escape_markdown_cell, escape_text, shell_quoted};
 pub use json::{json_schema, write_json};
-pub use notes::{counted, deciding_bound, percent};
+pub use notes::{deciding_bound, percent};
 use notes::{run_note, site_notes, tally_notes, tree_notes};
 pub use options::{Options, OptionsError, Width};
 pub use table::{write_hints_table, write_markdown, write_sites_table, write_table};

@@ -5,7 +5,7 @@
 use auditor_common::catalogue::Hint;
 
 use super::{SiteReport, saved};
-use crate::{tally::Tally, verdict};
+use crate::{observation::counted, tally::Tally, verdict};
 
 /// `Run 2: command `ssh …` on host h (kernel 6.18), ebpf, from 2026-12-01T09:00:00Z, 3.20 s.`
 pub(super) fn run_note(index: usize, run: &saved::Run) -> String {
@@ -258,11 +258,6 @@ fn first_few(mut items: impl Iterator<Item = (String, u64)>, one: &str, many: &s
         text.push(format!("and {rest} more {noun} ({evaluations})"));
     }
     text.join(", ")
-}
-
-/// `1 evaluation is` or `2 evaluations are`: `n` with the words for one or for many.
-pub fn counted(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The bound of a verdict's interval that decides it: the upper one for a hint that holds

@@ -21,8 +21,7 @@ use crate::{
     Error,
     btf::{self, Btf},
     kernel,
-    report::counted,
-    source::Observation,
+    observation::{Observation, counted},
     stacks::{
         Arms,
         collect::{Collected, Collector},

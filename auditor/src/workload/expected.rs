@@ -10,8 +10,6 @@ use auditor_common::{
     syscalls::{FdPrepare, PerSyscall},
 };
 
-use super::{Layout, Step, in_family, steps, steps::Family};
-
 /// The fd table as fs/file.c keeps it, for the oracle: which fds are open, where
 /// `alloc_fd` starts searching (`next_fd`), how large the table is (`max_fds`).
 #[derive(Clone, Debug)]
@@ -27,7 +25,7 @@ pub(super) struct Table {
 
 impl Table {
     /// fds 0..count open, the search starting after them, `max_fds` slots.
-    fn with_open_fds(count: u32, max_fds: u32, nr_open: u32) -> Table {
+    pub(super) fn with_open_fds(count: u32, max_fds: u32, nr_open: u32) -> Table {
         // A table holds its open fds: 64 slots, doubled as needed.
         let max_fds = max_fds.max(count.next_power_of_two()).max(64);
         let mut open = vec![false; max_fds as usize];
@@ -310,69 +308,13 @@ impl Expected {
     }
 }
 
-/// What each process of the workload must count: index 0 is the process started, index i
-/// the child created by the i-th `fork`.
-pub fn expected(steps: &[Step]) -> Vec<Expected> {
-    let layout = Layout::of(steps);
-    let mut processes = expected_on_table(steps, layout.max_fds(), DEFAULT_NR_OPEN);
-    // The set-up after exec places the layout's fds with `highest_pool_fd` dup2 calls,
-    // each of two fds (see `run::Fds::open`).
-    steps::dup::dup2s(&mut processes[0], layout.highest_pool_fd as u32, 0);
-    // ... and adds an eventfd to the epoll fd of the epoll steps.
-    if layout.epoll {
-        steps::epoll::added(&mut processes[0], 1);
-    }
-    processes
-}
-
 /// fs.nr_open as Linux sets it by default.
 pub const DEFAULT_NR_OPEN: u32 = 1 << 20;
-
-/// [`expected`], for a workload whose fd table has `max_fds` slots after set-up (a table
-/// never shrinks, and a process starts with one sized like its parent's, so a workload
-/// started by a process with many fds has a larger one than its own fds need), on a
-/// machine whose fs.nr_open is `nr_open`.
-pub fn expected_on_table(steps: &[Step], max_fds: u32, nr_open: u32) -> Vec<Expected> {
-    let layout = Layout::of(steps);
-    let mut processes = vec![Expected::default()];
-    // The table after set-up: fds 0 up to the layout's last open, the search starting
-    // right after. No test allocates near RLIMIT_NOFILE.
-    let mut table = Table::with_open_fds(layout.not_open() as u32, max_fds, nr_open);
-    for step in steps {
-        match step {
-            // A forked child has a table of its own (next_fd back at 0), copied by glibc's
-            // fork: a clone without CLONE_FILES.
-            Step::Fork => {
-                let parent = processes.last_mut().expect("never empty");
-                parent.calls[Syscall::Clone] += 1;
-                table = table.fork(parent);
-                processes.push(Expected::default());
-            }
-            // The steps after `thread` run in a second thread sharing the table: a clone3
-            // with CLONE_FILES (glibc's pthread_create), which copies nothing.
-            Step::Thread => {
-                processes.last_mut().expect("never empty").calls[Syscall::Clone3] += 1;
-                table.shared = true;
-            }
-            // The main thread is gone: the table is the remaining thread's alone (after
-            // the clone3 of the thread that stays).
-            Step::LeaderExit => {
-                processes.last_mut().expect("never empty").calls[Syscall::Clone3] += 1;
-                table.shared = false;
-            }
-            step => {
-                let expected = processes.last_mut().expect("never empty");
-                in_family!(step, family => family.expect(expected, &layout, &mut table));
-            }
-        }
-    }
-    processes
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::parse;
+    use crate::workload::{Layout, expected, parse};
 
     #[test]
     fn default_expectations() {

@@ -69,6 +69,7 @@
 //!
 //! The fds it uses are laid out by [`Layout`], the same for every run of the same steps.
 
+mod drive;
 mod expected;
 mod run;
 pub mod steps;
@@ -77,8 +78,9 @@ use std::{fmt, str::FromStr};
 
 use thiserror::Error;
 
-pub use expected::{DEFAULT_NR_OPEN, Expected, Prepared, expected, expected_on_table};
-pub use run::{RunError, run};
+pub use drive::{expected, expected_on_table, run};
+pub use expected::{DEFAULT_NR_OPEN, Expected, Prepared};
+pub use run::RunError;
 use steps::{
     Family, alloc::Alloc, chmod::Chmod, close::Close, dup::Dup, epoll::Epoll, poll::Poll,
     select::Select, task::Task,

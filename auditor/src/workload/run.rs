@@ -1,10 +1,11 @@
 //! Running a workload: every step issues its syscalls directly (`libc::syscall`), so the
 //! process makes exactly the calls the step names, and checks that each returned what the
-//! step expects; a call that did not is an error naming the step.
+//! step expects; a call that did not is an error naming the step. This module is what the
+//! steps run with (the fds, the checks, the error); `drive.rs` runs the steps.
 
 use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 
-use super::{Layout, Step, in_family, steps::Family};
+use super::Layout;
 
 /// Why a workload could not run as its steps say: what failed, and why, innermost last.
 #[derive(Debug, thiserror::Error)]
@@ -17,7 +18,7 @@ impl RunError {
     }
 
     /// The error, as part of `what`.
-    fn within(self, what: &str) -> RunError {
+    pub(super) fn within(self, what: &str) -> RunError {
         RunError(format!("{what}: {}", self.0))
     }
 }
@@ -70,48 +71,6 @@ macro_rules! ensure {
 }
 pub(super) use {bail, ensure};
 
-/// Runs the steps in this process.
-pub fn run(steps: &[Step]) -> Result<()> {
-    raise_nofile_limit(nofile_needed(steps))?;
-    let fds = Fds::open(&Layout::of(steps)).context("cannot open the workload's fds")?;
-    run_steps(&fds, steps)
-}
-
-fn run_steps(fds: &Fds, steps: &[Step]) -> Result<()> {
-    for (index, step) in steps.iter().enumerate() {
-        let rest = &steps[index + 1..];
-        match step {
-            Step::Fork => return fork_rest(fds, rest),
-            Step::Thread => return thread_rest(fds, rest),
-            Step::LeaderExit => leader_exit_rest(fds, rest),
-            _ => in_family!(step, family => family.run(fds))
-                .unwrap_or(Ok(()))
-                .map_err(|error| error.within(&format!("workload step `{step}`")))?,
-        }
-    }
-    Ok(())
-}
-
-/// The RLIMIT_NOFILE the steps need: the kernel refuses a poll of more entries.
-fn nofile_needed(steps: &[Step]) -> u64 {
-    let largest_poll = steps.iter().map(|step| match step {
-        Step::Poll(poll) => poll.entries(),
-        _ => 0,
-    });
-    let highest = Layout::of(steps).highest_fd() as u64;
-    largest_poll.max().unwrap_or(0).max(highest + 64)
-}
-
-/// Raises the soft RLIMIT_NOFILE to `want`, as far as the hard limit allows.
-fn raise_nofile_limit(want: u64) -> Result<()> {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
-    if soft < want {
-        setrlimit(Resource::RLIMIT_NOFILE, want.min(hard), hard)?;
-    }
-    Ok(())
-}
-
 /// The fds of [`Layout`], opened. None is ever closed: the process ends with them, so the
 /// only closes are those of `close` steps.
 #[derive(Clone)]
@@ -123,7 +82,7 @@ pub(super) struct Fds {
 }
 
 impl Fds {
-    fn open(layout: &Layout) -> Result<Fds> {
+    pub(super) fn open(layout: &Layout) -> Result<Fds> {
         // Inherited fds past 2 would change where allocations land.
         // SAFETY: closes fds nothing in this process uses.
         let closed = unsafe { libc::syscall(libc::SYS_close_range, 3, u32::MAX, 0) };
@@ -212,60 +171,4 @@ pub(super) fn repeat(
         );
     }
     Ok(())
-}
-
-fn thread_rest(fds: &Fds, rest: &[Step]) -> Result<()> {
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| run_steps(fds, rest))
-            .join()
-            .map_err(|_| RunError::new("the workload thread panicked"))?
-    })
-}
-
-/// Runs `rest` in a new thread and exits the main thread alone; the process ends when the
-/// new thread does.
-fn leader_exit_rest(fds: &Fds, rest: &[Step]) -> ! {
-    let (fds, rest) = (fds.clone(), rest.to_vec());
-    std::thread::spawn(move || {
-        let code = match run_steps(&fds, &rest) {
-            Ok(()) => 0,
-            Err(error) => {
-                eprintln!("auditor-workload (last thread): {error:#}");
-                1
-            }
-        };
-        std::process::exit(code)
-    });
-    // SAFETY: SYS_exit ends only the calling thread; nothing of its stack is borrowed by
-    // the thread above, which owns what it uses.
-    unsafe { libc::syscall(libc::SYS_exit, 0) };
-    unreachable!("SYS_exit returned")
-}
-
-fn fork_rest(fds: &Fds, rest: &[Step]) -> Result<()> {
-    use nix::{
-        sys::wait::{WaitStatus, waitpid},
-        unistd::{ForkResult, fork},
-    };
-    // SAFETY: the child runs the remaining steps and leaves with _exit, never returning into
-    // the caller. Should a `thread` step come first, glibc's fork keeps malloc usable in the
-    // child, and the steps use nothing else another thread could hold.
-    match unsafe { fork() }? {
-        ForkResult::Child => {
-            let code = match run_steps(fds, rest) {
-                Ok(()) => 0,
-                Err(error) => {
-                    eprintln!("auditor-workload (child): {error:#}");
-                    1
-                }
-            };
-            // SAFETY: ends the child without running the parent's exit handlers twice.
-            unsafe { libc::_exit(code) }
-        }
-        ForkResult::Parent { child } => match waitpid(child, None)? {
-            WaitStatus::Exited(_, 0) => Ok(()),
-            status => bail!("forked child ended with {status:?}"),
-        },
-    }
 }

@@ -26,9 +26,8 @@ use nix::{sys::signal::Signal, unistd::Pid};
 
 use super::replay::Replay;
 use crate::{
-    Error,
+    Error, session,
     status::{self, Ending},
-    trace,
 };
 
 /// strace's `-e trace=` list: the syscalls whose lines the strace source decodes (the
@@ -76,10 +75,10 @@ pub fn run(
     duration: Option<Duration>,
     replay: &mut Replay,
 ) -> Result<Outcome, Error> {
-    trace::catch_stop_signals()?;
+    session::catch_stop_signals()?;
     if let Target::Pids(pids) = target {
         for &pid in pids {
-            trace::check_process(pid)?;
+            session::check_process(pid)?;
         }
     }
     let dir = tempfile::tempdir()?;
@@ -144,7 +143,7 @@ pub fn run(
         reader.map(|_| asked)
     })?;
     // Taken, so that the next session starts afresh.
-    let stopped_by = trace::take_stop_request();
+    let stopped_by = session::take_stop_request();
     let ending = Ending::from(child.wait()?);
     let outcome = match target {
         // strace passes on the command's status; it fails by itself only before the exec.
@@ -187,7 +186,7 @@ fn watch(strace: Pid, target: &Target, duration: Option<Duration>, finished: &At
     while !finished.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));
         let Some((at, pending)) = &mut asked else {
-            let stop = trace::stop_requested();
+            let stop = session::stop_requested();
             let timed_out = duration.is_some_and(|d| started.elapsed() >= d);
             if stop.is_some() || timed_out {
                 // From the terminal, the signal reached strace and the command already.

@@ -30,7 +30,7 @@ pub use files::file_pid;
 use quoted::Quoted;
 
 use crate::{
-    source::Observation,
+    observation::Observation,
     stacks::Frame,
     tally::{Process, Tally},
 };
@@ -315,7 +315,7 @@ impl Replay {
         if let Some((file, line, reason)) = self.unparsed.first() {
             why.push(format!(
                 "{} not strace output (the first, {file}:{line}: {reason})",
-                crate::report::counted(self.unparsed.count, "line is", "lines are")
+                crate::observation::counted(self.unparsed.count, "line is", "lines are")
             ));
         }
         if why.is_empty() {

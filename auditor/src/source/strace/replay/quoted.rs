@@ -59,7 +59,7 @@ impl Quoted {
         } else {
             ""
         };
-        let what = crate::report::counted(self.count, one, many);
+        let what = crate::observation::counted(self.count, one, many);
         format!("{what}: {}{more}", places.join("; "))
     }
 }
