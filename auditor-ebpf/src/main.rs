@@ -148,12 +148,14 @@ fn take_pending() -> Option<Pending> {
 /// need nothing of the stacks.
 #[tracepoint(category = "sched", name = "sched_process_exec")]
 pub fn process_exec(ctx: TracePointContext) -> u32 {
-    let mut exec_of = None;
+    // A plain u32 (0: no traced process exec'd), every byte written before it is read: an
+    // `Option` leaves its payload unwritten when None, a read older verifiers (6.1) refuse.
+    let mut exec_of = 0;
     if let Err(failure) = target::process_exec(&ctx, &mut exec_of) {
         failures::failed(failure);
     }
-    if let Some(pid) = exec_of {
-        stacks::mappings_changed(auditor_common::stacks::kind::EXEC, pid);
+    if exec_of != 0 {
+        stacks::mappings_changed(auditor_common::stacks::kind::EXEC, exec_of);
     }
     0
 }

@@ -207,9 +207,9 @@ fn try_process_fork(ctx: &TracePointContext) -> Result<(), u32> {
 /// `sched:sched_process_exec` (the program is the crate root's, which also tells the
 /// stacks): counting of a command the auditor starts begins when it execs, so nothing the
 /// auditor's own code did in the child before exec is counted. A thread that execs takes
-/// its leader's id: the id it had leaves the table. `exec_of` is set to the traced process
-/// that exec'd, whose mappings changed.
-pub fn process_exec(ctx: &TracePointContext, exec_of: &mut Option<u32>) -> Result<(), u32> {
+/// its leader's id: the id it had leaves the table. `exec_of` is set to the pid of the
+/// traced process that exec'd (whose mappings changed), and left 0 when none did.
+pub fn process_exec(ctx: &TracePointContext, exec_of: &mut u32) -> Result<(), u32> {
     if empty_programs() {
         return Ok(());
     }
@@ -225,7 +225,7 @@ pub fn process_exec(ctx: &TracePointContext, exec_of: &mut Option<u32>) -> Resul
         if note_exe(ctx, process).is_none() {
             crate::failures::failed(failure::EXEC_FILENAME);
         }
-        *exec_of = Some(process.pid);
+        *exec_of = process.pid;
     }
     let offset = global(&EXEC_OLD_PID_OFFSET) as usize;
     // SAFETY: the loader read the offset of old_pid from this kernel's format file.

@@ -7,6 +7,8 @@ mod fixtures;
 mod fuzz;
 mod install;
 mod kernel_src;
+#[cfg(test)]
+mod layers;
 mod oracle;
 mod releases;
 mod run;
