@@ -11,7 +11,7 @@ use auditor_common::catalogue::Hint;
 use tabled::builder::Builder;
 
 use super::{
-    Columns, Layout, Report, SiteReport, deciding_bound, escape_text, fit, percent,
+    Layout, Report, SiteReport, deciding_bound, escape_text, fit, percent,
     table::{Flavour, header, paragraph, styled_fitting},
 };
 use crate::verdict::{Arm, VerdictKind};
@@ -47,10 +47,7 @@ pub fn write_annotated(
     layout: Layout,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let width = match layout.columns {
-        Columns::Terminal(width) => Some(width),
-        Columns::Every | Columns::ConditionsBelow => None,
-    };
+    let width = layout.columns.terminal_width();
     writeln!(
         out,
         "{}

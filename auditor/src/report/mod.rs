@@ -146,6 +146,16 @@ pub enum Columns {
     Terminal(usize),
 }
 
+impl Columns {
+    /// The width to fit, on a terminal.
+    pub fn terminal_width(self) -> Option<usize> {
+        match self {
+            Columns::Terminal(width) => Some(width),
+            Columns::Every | Columns::ConditionsBelow => None,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Format {
     #[default]

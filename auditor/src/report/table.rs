@@ -23,6 +23,16 @@ pub(super) enum Flavour {
     Markdown,
 }
 
+impl Flavour {
+    /// What goes around a heading: bold in Markdown, nothing in text.
+    fn heading(self) -> &'static str {
+        match self {
+            Flavour::Text => "",
+            Flavour::Markdown => "**",
+        }
+    }
+}
+
 pub fn write_table(report: &Report, layout: Layout, out: &mut dyn Write) -> std::io::Result<()> {
     write(report, layout, Flavour::Text, out)
 }
@@ -238,10 +248,7 @@ pub(super) fn header(report: &Report, flavour: Flavour) -> String {
     } else {
         calls.join(", ")
     };
-    let heading = match flavour {
-        Flavour::Text => "",
-        Flavour::Markdown => "**",
-    };
+    let heading = flavour.heading();
     let mut line = format!(
         "{heading}auditor{heading}: {} ({}, {:.2} s); calls: {calls}",
         escape_text(&report.target),
@@ -435,10 +442,7 @@ fn site_below(site: &SiteReport, step: usize) -> String {
 /// terminal `width` wide, the lines below wrap to it and the last step's rows are wrapped
 /// to fit it.
 fn site_sections(report: &Report, step: usize, flavour: Flavour, width: Option<usize>) -> String {
-    let heading = match flavour {
-        Flavour::Text => "",
-        Flavour::Markdown => "**",
-    };
+    let heading = flavour.heading();
     let columns = SiteColumn::at(step);
     let numeric: Vec<usize> = (0..columns.len())
         .filter(|&index| columns[index].numeric())
@@ -495,10 +499,7 @@ fn group_sections(
     flavour: Flavour,
     width: Option<usize>,
 ) -> String {
-    let heading = match flavour {
-        Flavour::Text => "",
-        Flavour::Markdown => "**",
-    };
+    let heading = flavour.heading();
     let squeeze = width.filter(|_| step == GROUP_NARROWING);
     let mut out = format!("{heading}per {}{heading}\n\n", by.name());
     let interval = |row: &super::groups::GroupSite| {
@@ -659,10 +660,7 @@ fn write(
         columns,
     } = layout;
     // On a terminal: its width, to which every part is fitted on its own.
-    let width = match columns {
-        Fit::Terminal(width) => Some(width),
-        Fit::Every | Fit::ConditionsBelow => None,
-    };
+    let width = columns.terminal_width();
     // `below`: the step of a table that keeps its conditions below it (a commit message).
     let fitted = |last: usize, below: usize, render: &dyn Fn(usize) -> String| match columns {
         Fit::Every => render(0),
