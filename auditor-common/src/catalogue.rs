@@ -8,7 +8,10 @@
 //! the kernel, a tally of counts in user space. The probe and the strace source run the
 //! same model functions, so they cannot disagree about the kernel's order of evaluation.
 
-use crate::{Counts, Evaluation, Syscall};
+use crate::{
+    Counts, Evaluation, Syscall,
+    syscalls::{Family, Lookup},
+};
 
 /// A branch hint as written in the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,20 +247,17 @@ macro_rules! catalogue {
     };
 }
 
-const SELECT: &[Syscall] = &[Syscall::Select, Syscall::Pselect6];
-/// The syscalls whose one fd's lookup the probe reads the table for.
-const SINGLE_LOOKUP: &[Syscall] = &[
-    Syscall::Read,
-    Syscall::Write,
-    Syscall::Recvmsg,
-    Syscall::Sendmsg,
-];
-const POLL: &[Syscall] = &[Syscall::Poll, Syscall::Ppoll];
-const EPOLL_WAIT: &[Syscall] = &[
-    Syscall::EpollWait,
-    Syscall::EpollPwait,
-    Syscall::EpollPwait2,
-];
+// Each family's syscalls, from the syscall table.
+const SELECT: &[Syscall] = &Family::Select.members::<{ Family::Select.size() }>();
+const POLL: &[Syscall] = &Family::Poll.members::<{ Family::Poll.size() }>();
+const EPOLL_WAIT: &[Syscall] = &Family::EpollWait.members::<{ Family::EpollWait.size() }>();
+const EPOLL_CTL: &[Syscall] = &Family::EpollCtl.members::<{ Family::EpollCtl.size() }>();
+const CLOSE: &[Syscall] = &Family::Close.members::<{ Family::Close.size() }>();
+const OPEN: &[Syscall] = &Family::Open.members::<{ Family::Open.size() }>();
+const REPLACE: &[Syscall] = &Family::Replace.members::<{ Family::Replace.size() }>();
+const CHMOD: &[Syscall] = &Family::Chmod.members::<{ Family::Chmod.size() }>();
+const POSITIONED_LOOKUP: Family = Family::Lookup(Lookup::FdgetPos);
+const FDGET_POS: &[Syscall] = &POSITIONED_LOOKUP.members::<{ POSITIONED_LOOKUP.size() }>();
 
 catalogue! {
     // fs/select.c: core_sys_select -> max_select_fd -> do_select.
@@ -433,7 +433,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "<= 6.1",
         unit: Unit::Call,
-        syscalls: &[Syscall::EpollCtl],
+        syscalls: EPOLL_CTL,
         source: &[written("percpu_counter_compare(&ep->user->epoll_watches")],
         decided: Decided::Exit,
     }
@@ -445,7 +445,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "<= 6.1",
         unit: Unit::Call,
-        syscalls: &[Syscall::EpollCtl],
+        syscalls: EPOLL_CTL,
         source: &[written("full_check && reverse_path_check(")],
         decided: Decided::Exit,
     }
@@ -558,7 +558,7 @@ catalogue! {
         hint: Hint::Likely,
         hint_since: "6.15",
         unit: Unit::Call,
-        syscalls: &[Syscall::Close],
+        syscalls: CLOSE,
         source: &[written("retval == 0")],
         decided: Decided::Exit,
         branch_since: "6.15",
@@ -595,7 +595,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "<= 6.1",
         unit: Unit::FdLookup,
-        syscalls: SINGLE_LOOKUP,
+        syscalls: &crate::syscalls::LOOKING_UP,
         source: &[written("file->f_mode & mask")],
         decided: Decided::TaskState,
     }
@@ -607,7 +607,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "<= 6.1",
         unit: Unit::FdLookup,
-        syscalls: SINGLE_LOOKUP,
+        syscalls: &crate::syscalls::LOOKING_UP,
         source: &[written("if (unlikely(!file)) return NULL")],
         decided: Decided::TaskState,
     }
@@ -619,7 +619,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "<= 6.1",
         unit: Unit::FdLookup,
-        syscalls: SINGLE_LOOKUP,
+        syscalls: &crate::syscalls::LOOKING_UP,
         source: &[written("file->f_mode & mask")],
         decided: Decided::TaskState,
     }
@@ -631,7 +631,7 @@ catalogue! {
         hint: Hint::Likely,
         hint_since: "> 6.12",
         unit: Unit::FdLookup,
-        syscalls: &[Syscall::Read, Syscall::Write],
+        syscalls: FDGET_POS,
         source: &[written("file) && file_needs_f_pos_lock"), written("file && file_needs_f_pos_lock")],
         decided: Decided::TaskState,
     }
@@ -643,7 +643,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "> 6.12",
         unit: Unit::FdLookup,
-        syscalls: SINGLE_LOOKUP,
+        syscalls: &crate::syscalls::LOOKING_UP,
         source: &[written("fd.word & FDPUT_FPUT")],
         decided: Decided::TaskState,
     }
@@ -655,7 +655,7 @@ catalogue! {
         hint: Hint::Likely,
         hint_since: "<= 6.1",
         unit: Unit::Call,
-        syscalls: &[Syscall::Close],
+        syscalls: CLOSE,
         source: &[written("!(filp->f_mode & FMODE_PATH)")],
         decided: Decided::TaskState,
     }
@@ -680,7 +680,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "2.6.27",
         unit: Unit::Call,
-        syscalls: &[Syscall::Dup3, Syscall::Dup2],
+        syscalls: REPLACE,
         source: &[written("oldfd == newfd")],
         decided: Decided::Exit,
     }
@@ -704,7 +704,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "<= 6.1",
         unit: Unit::Call,
-        syscalls: &[Syscall::Dup3, Syscall::Dup2],
+        syscalls: REPLACE,
         source: &[written("files_lookup_fd_locked(files, oldfd); if (unlikely(!file")],
         decided: Decided::Exit,
     }
@@ -716,7 +716,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "<= 6.1",
         unit: Unit::Call,
-        syscalls: &[Syscall::Dup3, Syscall::Dup2],
+        syscalls: REPLACE,
         source: &[written("if (unlikely(err < 0)) { if (err == -EMFILE)")],
         decided: Decided::Exit,
     }
@@ -753,7 +753,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "> 6.12",
         unit: Unit::Call,
-        syscalls: &[Syscall::Open, Syscall::Openat, Syscall::Openat2, Syscall::Creat],
+        syscalls: OPEN,
         source: &[
             written("build_open_flags(how, &op); if (unlikely(err"),
             written("build_open_flags(how, &op)"),
@@ -769,7 +769,7 @@ catalogue! {
         hint: Hint::Unlikely,
         hint_since: "6.6",
         unit: Unit::Call,
-        syscalls: &[Syscall::Chmod, Syscall::Fchmodat, Syscall::Fchmodat2],
+        syscalls: CHMOD,
         source: &[written("flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)")],
         decided: Decided::Enter,
         branch_since: "6.6",
@@ -1079,9 +1079,9 @@ mod tests {
                 // Decided at entry: an enter program; else the exit (or, for task
                 // state, either).
                 let attached = match site.decided {
-                    Decided::Enter => info.enter,
-                    Decided::Exit => info.exit,
-                    Decided::TaskState => info.enter || info.exit,
+                    Decided::Enter => info.enter.exists(),
+                    Decided::Exit => info.exit.exists(),
+                    Decided::TaskState => info.enter.exists() || info.exit.exists(),
                 };
                 assert!(attached, "{} is reached by {}", site.id, info.name);
             }

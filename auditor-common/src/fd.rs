@@ -74,13 +74,7 @@ impl TaskState for Unseen {
     }
 }
 
-/// How a syscall looks its one fd up: `fdget()`, or `fdget_pos()` (read and write), which
-/// then tests the file it got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lookup {
-    Fdget,
-    FdgetPos,
-}
+pub use crate::syscalls::Lookup;
 
 /// A syscall's lookup of its one `fd` (`__fget_light(fd, FMODE_PATH)`), and the `fdput()`
 /// at the end of its scope. On an unshared table the file found is tested for O_PATH; on

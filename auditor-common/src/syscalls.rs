@@ -1,8 +1,10 @@
 //! The syscall table: every syscall the auditor follows, declared once with what follows
-//! it — the probe's programs on its `syscalls:sys_enter_*` / `sys_exit_*` tracepoints,
-//! the arguments of its records, whether the strace source decodes its lines, whether it
-//! allocates fds through `alloc_fd`. The loader's attach list, the probe's typed records,
-//! strace's `-e trace=` list and the allocating set are derived from it.
+//! it — its family (which model runs it, which probe programs and which strace decoder),
+//! the probe's programs on its `syscalls:sys_enter_*` / `sys_exit_*` tracepoints, the
+//! arguments of its records, whether the strace source decodes its lines, whether and
+//! when it allocates fds through `alloc_fd`. The loader's attach list, the probe's typed
+//! records and its family programs, strace's `-e trace=` list, the replay's dispatch and
+//! the catalogue's syscall sets are derived from it.
 
 /// How a syscall allocates, a fact of its row; the rules the return value follows are the
 /// model's (`fd.rs`).
@@ -71,52 +73,201 @@ impl PairAllocator {
     }
 }
 
+/// What a syscall does that the auditor follows: which of the model's functions runs it,
+/// which of the probe's modules holds its programs, which strace decoder reads its lines
+/// and which sites it reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// select, pselect6: `core_sys_select`'s checks and bitmaps (`select.*`).
+    Select,
+    /// poll, ppoll: `do_sys_poll`'s entries (`poll.*`).
+    Poll,
+    /// epoll_wait, epoll_pwait, epoll_pwait2: `do_epoll_wait` (`epoll.*`).
+    EpollWait,
+    /// epoll_ctl (`epoll_ctl.*`).
+    EpollCtl,
+    /// close: the flush of the file it finds, and its return (`close.*`).
+    Close,
+    /// read, write, recvmsg, sendmsg: one lookup of their fd first thing (`fget.*`,
+    /// `fdput.*`; `fdget_pos.*` for read and write).
+    Lookup(Lookup),
+    /// open, openat, openat2, creat: `build_open_flags()`'s checks, then one fd
+    /// (`open.*`, `openat2.*`, `fd.*`, `fd_prepare.*`).
+    Open,
+    /// The other syscalls that allocate one fd (`fd.*`, `fd_prepare.*`), when [`Asks`]
+    /// says.
+    Allocate,
+    /// pipe, pipe2, socketpair: two fds written to user memory (`fd.*`).
+    AllocatePair,
+    /// dup2, dup3: install oldfd's file at newfd, growing the table for it without
+    /// allocating (`dup2.*`, `dup3.*`, `fd.*`'s growth).
+    Replace,
+    /// chmod, fchmodat, fchmodat2: `do_fchmodat`'s flags (`fchmodat.*`).
+    Chmod,
+    /// mmap, mprotect, munmap: followed for `--stacks` alone (code mapped, made
+    /// executable or unmapped: the user side reads the mappings again) and counted at no
+    /// site; without `--stacks` their programs are neither loaded nor attached.
+    Mappings,
+    /// fork, vfork, clone, clone3, unshare: may copy the caller's table (`dup_fd()`):
+    /// fork without CLONE_FILES, unshare with CLONE_FILES of a shared table. A log does
+    /// not show the table (strace traces clone and clone3 for the threads they make).
+    CopyTable,
+}
+
+impl Family {
+    /// The same family, a lookup of the same kind for [`Family::Lookup`] (`==` is not
+    /// constant).
+    pub const fn is(self, other: Family) -> bool {
+        match (self, other) {
+            (Family::Lookup(a), Family::Lookup(b)) => a as u32 == b as u32,
+            _ => self.ordinal() == other.ordinal(),
+        }
+    }
+
+    /// The family of any lookup (read, write, recvmsg, sendmsg).
+    pub const fn looks_up(self) -> bool {
+        matches!(self, Family::Lookup(_))
+    }
+
+    const fn ordinal(self) -> u32 {
+        match self {
+            Family::Select => 0,
+            Family::Poll => 1,
+            Family::EpollWait => 2,
+            Family::EpollCtl => 3,
+            Family::Close => 4,
+            Family::Lookup(_) => 5,
+            Family::Open => 6,
+            Family::Allocate => 7,
+            Family::AllocatePair => 8,
+            Family::Replace => 9,
+            Family::Chmod => 10,
+            Family::Mappings => 11,
+            Family::CopyTable => 12,
+        }
+    }
+
+    /// Its syscalls, in table order (`N` of them: [`Family::size`]).
+    pub const fn members<const N: usize>(self) -> [Syscall; N] {
+        Property::In(self).select()
+    }
+
+    /// How many syscalls of the table are of it.
+    pub const fn size(self) -> usize {
+        Property::In(self).count()
+    }
+}
+
+/// How a syscall looks its one fd up: `fdget()`, or `fdget_pos()` (read and write), which
+/// then tests the file it got.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Fdget = 0,
+    FdgetPos = 1,
+}
+
+/// When a call of an allocating syscall asks for an fd: always, or as one of its
+/// arguments says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asks {
+    Always,
+    /// signalfd, signalfd4: `ufd` is -1; another ufd names a signalfd to change.
+    UfdIsMinusOne,
+    /// fcntl: `cmd` is F_DUPFD or F_DUPFD_CLOEXEC.
+    DupFdCommand,
+}
+
+/// fcntl's commands that allocate (include/uapi/linux/fcntl.h).
+pub const F_DUPFD: u64 = 0;
+pub const F_DUPFD_CLOEXEC: u64 = 1030;
+
+impl Asks {
+    /// The argument the answer depends on, as the table names it.
+    pub const fn argument(self) -> Option<&'static str> {
+        match self {
+            Asks::Always => None,
+            Asks::UfdIsMinusOne => Some("ufd"),
+            Asks::DupFdCommand => Some("cmd"),
+        }
+    }
+
+    /// Whether a call whose [`Asks::argument`] is `value` (as its record holds it: 8
+    /// bytes, the int in the low 4) asks for an fd.
+    pub const fn asks(self, value: u64) -> bool {
+        match self {
+            Asks::Always => true,
+            Asks::UfdIsMinusOne => value as u32 as i32 == -1,
+            Asks::DupFdCommand => {
+                let cmd = value as u32 as u64;
+                cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC
+            }
+        }
+    }
+}
+
+/// A program the probe has on one of a syscall's tracepoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Program {
+    No,
+    /// Written in its family's module, reading what that syscall's record holds.
+    Own,
+    /// Made from the table by the probe's build: its family's program, the same for every
+    /// row (an allocation's exit; an allocation's entry that reads at most its
+    /// [`Asks::argument`]).
+    Derived,
+}
+
+impl Program {
+    pub const fn exists(self) -> bool {
+        !matches!(self, Program::No)
+    }
+}
+
 /// How a syscall is followed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyscallInfo {
     pub syscall: Syscall,
     /// Its name, as strace prints it and as its tracepoints are named.
     pub name: &'static str,
-    /// The probe has a program `NAME_enter` on `syscalls:sys_enter_NAME`.
-    pub enter: bool,
-    /// The probe has a program `NAME_exit` on `syscalls:sys_exit_NAME`.
-    pub exit: bool,
+    pub family: Family,
+    /// The probe's program `NAME_enter` on `syscalls:sys_enter_NAME`.
+    pub enter: Program,
+    /// The probe's program `NAME_exit` on `syscalls:sys_exit_NAME`.
+    pub exit: Program,
     /// The strace source decodes its lines (it is in `-e trace=`).
     pub logged: bool,
     /// Whether it allocates fds through `alloc_fd` (counted at the `fd.*` sites), and what
     /// fails before.
     pub allocates: Allocates,
+    /// When a call asks for its allocation.
+    pub asks: Asks,
     /// How the newest kernel (7.2) wraps that allocation (the `fd_prepare.*` sites).
     pub prepares: FdPrepare,
     /// Its arguments, as its `sys_enter_NAME` format file names them, in order: the
     /// record's fields after `__syscall_nr` ([`SysEnter`]).
     pub args: &'static [&'static str],
-    /// Followed for `--stacks` alone (it changes a process's mappings) and counted at no
-    /// site: without `--stacks` its programs are neither loaded nor attached.
-    pub stacks_only: bool,
-    /// Grows the table through `expand_files()` without allocating (dup2's and dup3's
-    /// newfd).
-    pub expands_table: bool,
-    /// May copy the caller's table (`dup_fd()`): fork without CLONE_FILES, unshare with
-    /// CLONE_FILES of a shared table.
-    pub copies_table: bool,
 }
 
 impl SyscallInfo {
-    /// Followed by nothing: what each row of the table starts from.
+    /// What each row of the table starts from.
     const NONE: SyscallInfo = SyscallInfo {
         syscall: Syscall::Select,
         name: "",
-        enter: false,
-        exit: false,
+        family: Family::Select,
+        enter: Program::No,
+        exit: Program::No,
         logged: false,
         allocates: Allocates::No,
+        asks: Asks::Always,
         prepares: FdPrepare::Direct,
         args: &[],
-        stacks_only: false,
-        expands_table: false,
-        copies_table: false,
     };
+
+    /// Followed for `--stacks` alone ([`Family::Mappings`]).
+    pub const fn stacks_only(&self) -> bool {
+        matches!(self.family, Family::Mappings)
+    }
 }
 
 /// The fd allocations of a syscall.
@@ -169,10 +320,11 @@ impl FdPrepare {
     }
 }
 
-/// Declares the table: `Variant = "name" { field: value, ... }`, fields of [`SyscallInfo`]
-/// left out are false (`prepares`: [`FdPrepare::Direct`]).
+/// Declares the table: `Variant = "name" in Family { field: value, ... }`, fields of
+/// [`SyscallInfo`] left out are as in `SyscallInfo::NONE` (no programs, not logged,
+/// allocating nothing).
 macro_rules! syscalls {
-    ($($variant:ident = $name:literal { $($field:ident: $value:expr),* $(,)? }),* $(,)?) => {
+    ($($variant:ident = $name:literal in $family:ident $(($lookup:ident))? { $($field:ident: $value:expr),* $(,)? }),* $(,)?) => {
         /// A followed syscall; the discriminant indexes the probe's per-syscall counters.
         #[repr(u32)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -188,6 +340,7 @@ macro_rules! syscalls {
         pub const SYSCALLS: [SyscallInfo; SYSCALL_COUNT] = [$(SyscallInfo {
             syscall: Syscall::$variant,
             name: $name,
+            family: Family::$family $((Lookup::$lookup))?,
             $($field: $value,)*
             ..SyscallInfo::NONE
         }),*];
@@ -202,67 +355,65 @@ macro_rules! syscalls {
 use Allocates::{One, Two};
 use Allocator as A;
 use PairAllocator as P;
+use Program::{Derived, Own};
 
 syscalls! {
-    Select = "select" { enter: true, exit: true, logged: true, args: &["n", "inp", "outp", "exp", "tvp"] },
-    Pselect6 = "pselect6" { enter: true, exit: true, logged: true, args: &["n", "inp", "outp", "exp", "tsp", "sig"] },
-    Poll = "poll" { enter: true, exit: true, logged: true, args: &["ufds", "nfds", "timeout_msecs"] },
-    Ppoll = "ppoll" { enter: true, exit: true, logged: true, args: &["ufds", "nfds", "tsp", "sigmask", "sigsetsize"] },
-    EpollWait = "epoll_wait" { enter: true, exit: true, logged: true, args: &["epfd", "events", "maxevents", "timeout"] },
-    EpollPwait = "epoll_pwait" { enter: true, exit: true, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
-    EpollPwait2 = "epoll_pwait2" { enter: true, exit: true, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
-    EpollCtl = "epoll_ctl" { enter: true, exit: true, logged: true, args: &["epfd", "op", "fd", "event"] },
-    Close = "close" { enter: true, exit: true, logged: true, args: &["fd"] },
-    Read = "read" { enter: true, args: &["fd", "buf", "count"] },
-    Write = "write" { enter: true, args: &["fd", "buf", "count"] },
-    Recvmsg = "recvmsg" { enter: true, args: &["fd", "msg", "flags"] },
-    Sendmsg = "sendmsg" { enter: true, args: &["fd", "msg", "flags"] },
-    Open = "open" { enter: true, exit: true, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["filename", "flags", "mode"] },
-    Openat = "openat" { enter: true, exit: true, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["dfd", "filename", "flags", "mode"] },
-    Openat2 = "openat2" { enter: true, exit: true, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["dfd", "filename", "how", "usize"] },
-    Creat = "creat" { enter: true, exit: true, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["pathname", "mode"] },
-    Dup = "dup" { enter: true, exit: true, allocates: One(A::Dup), args: &["fildes"] },
-    // Only F_DUPFD and F_DUPFD_CLOEXEC allocate.
-    Fcntl = "fcntl" { enter: true, exit: true, allocates: One(A::DupFd), args: &["fd", "cmd", "arg"] },
-    Eventfd2 = "eventfd2" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["count", "flags"] },
-    EpollCreate1 = "epoll_create1" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
-    Socket = "socket" { enter: true, exit: true, allocates: One(A::Socket), args: &["family", "type", "protocol"] },
-    Accept = "accept" { enter: true, exit: true, allocates: One(A::Accept), logged: true, prepares: FdPrepare::Add, args: &["fd", "upeer_sockaddr", "upeer_addrlen"] },
-    Accept4 = "accept4" { enter: true, exit: true, allocates: One(A::Accept), logged: true, prepares: FdPrepare::Add, args: &["fd", "upeer_sockaddr", "upeer_addrlen", "flags"] },
-    Pipe = "pipe" { enter: true, exit: true, allocates: Two(P::Pipe), args: &["fildes"] },
-    Pipe2 = "pipe2" { enter: true, exit: true, allocates: Two(P::Pipe), args: &["fildes", "flags"] },
-    Socketpair = "socketpair" { enter: true, exit: true, allocates: Two(P::SocketPair), args: &["family", "type", "protocol", "usockvec"] },
-    EpollCreate = "epoll_create" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["size"] },
-    Eventfd = "eventfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["count"] },
-    TimerfdCreate = "timerfd_create" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["clockid", "flags"] },
-    // Allocate only when `ufd` is -1 (else they change an existing signalfd).
-    Signalfd = "signalfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["ufd", "user_mask", "sizemask"] },
-    Signalfd4 = "signalfd4" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["ufd", "user_mask", "sizemask", "flags"] },
-    MemfdCreate = "memfd_create" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["uname", "flags"] },
-    PidfdOpen = "pidfd_open" { enter: true, exit: true, allocates: One(A::Anon), args: &["pid", "flags"] },
-    InotifyInit = "inotify_init" { enter: true, exit: true, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &[] },
-    InotifyInit1 = "inotify_init1" { enter: true, exit: true, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags"] },
-    FanotifyInit = "fanotify_init" { enter: true, exit: true, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags", "event_f_flags"] },
-    Userfaultfd = "userfaultfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
-    PidfdGetfd = "pidfd_getfd" { enter: true, exit: true, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["pidfd", "fd", "flags"] },
-    Dup2 = "dup2" { enter: true, exit: true, logged: true, expands_table: true, args: &["oldfd", "newfd"] },
-    Dup3 = "dup3" { enter: true, exit: true, logged: true, expands_table: true, args: &["oldfd", "newfd", "flags"] },
-    Chmod = "chmod" { enter: true, logged: true, args: &["filename", "mode"] },
-    Fchmodat = "fchmodat" { enter: true, logged: true, args: &["dfd", "filename", "mode"] },
+    Select = "select" in Select { enter: Own, exit: Own, logged: true, args: &["n", "inp", "outp", "exp", "tvp"] },
+    Pselect6 = "pselect6" in Select { enter: Own, exit: Own, logged: true, args: &["n", "inp", "outp", "exp", "tsp", "sig"] },
+    Poll = "poll" in Poll { enter: Own, exit: Own, logged: true, args: &["ufds", "nfds", "timeout_msecs"] },
+    Ppoll = "ppoll" in Poll { enter: Own, exit: Own, logged: true, args: &["ufds", "nfds", "tsp", "sigmask", "sigsetsize"] },
+    EpollWait = "epoll_wait" in EpollWait { enter: Own, exit: Own, logged: true, args: &["epfd", "events", "maxevents", "timeout"] },
+    EpollPwait = "epoll_pwait" in EpollWait { enter: Own, exit: Own, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
+    EpollPwait2 = "epoll_pwait2" in EpollWait { enter: Own, exit: Own, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
+    EpollCtl = "epoll_ctl" in EpollCtl { enter: Own, exit: Own, logged: true, args: &["epfd", "op", "fd", "event"] },
+    Close = "close" in Close { enter: Own, exit: Own, logged: true, args: &["fd"] },
+    Read = "read" in Lookup(FdgetPos) { enter: Derived, args: &["fd", "buf", "count"] },
+    Write = "write" in Lookup(FdgetPos) { enter: Derived, args: &["fd", "buf", "count"] },
+    Recvmsg = "recvmsg" in Lookup(Fdget) { enter: Derived, args: &["fd", "msg", "flags"] },
+    Sendmsg = "sendmsg" in Lookup(Fdget) { enter: Derived, args: &["fd", "msg", "flags"] },
+    Open = "open" in Open { enter: Own, exit: Derived, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["filename", "flags", "mode"] },
+    Openat = "openat" in Open { enter: Own, exit: Derived, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["dfd", "filename", "flags", "mode"] },
+    Openat2 = "openat2" in Open { enter: Own, exit: Derived, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["dfd", "filename", "how", "usize"] },
+    Creat = "creat" in Open { enter: Own, exit: Derived, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["pathname", "mode"] },
+    Dup = "dup" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Dup), args: &["fildes"] },
+    // Its entry also looks the fd up (`fcntl.path_only`), and F_DUPFD starts at `arg`.
+    Fcntl = "fcntl" in Allocate { enter: Own, exit: Derived, allocates: One(A::DupFd), asks: Asks::DupFdCommand, args: &["fd", "cmd", "arg"] },
+    Eventfd2 = "eventfd2" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["count", "flags"] },
+    EpollCreate1 = "epoll_create1" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
+    Socket = "socket" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Socket), args: &["family", "type", "protocol"] },
+    Accept = "accept" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Accept), logged: true, prepares: FdPrepare::Add, args: &["fd", "upeer_sockaddr", "upeer_addrlen"] },
+    // Its flags may refuse it before the fd.
+    Accept4 = "accept4" in Allocate { enter: Own, exit: Derived, allocates: One(A::Accept), logged: true, prepares: FdPrepare::Add, args: &["fd", "upeer_sockaddr", "upeer_addrlen", "flags"] },
+    Pipe = "pipe" in AllocatePair { enter: Own, exit: Derived, allocates: Two(P::Pipe), args: &["fildes"] },
+    Pipe2 = "pipe2" in AllocatePair { enter: Own, exit: Derived, allocates: Two(P::Pipe), args: &["fildes", "flags"] },
+    Socketpair = "socketpair" in AllocatePair { enter: Own, exit: Derived, allocates: Two(P::SocketPair), args: &["family", "type", "protocol", "usockvec"] },
+    EpollCreate = "epoll_create" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["size"] },
+    Eventfd = "eventfd" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["count"] },
+    TimerfdCreate = "timerfd_create" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["clockid", "flags"] },
+    Signalfd = "signalfd" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), asks: Asks::UfdIsMinusOne, logged: true, prepares: FdPrepare::Add, args: &["ufd", "user_mask", "sizemask"] },
+    Signalfd4 = "signalfd4" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), asks: Asks::UfdIsMinusOne, logged: true, prepares: FdPrepare::Add, args: &["ufd", "user_mask", "sizemask", "flags"] },
+    MemfdCreate = "memfd_create" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["uname", "flags"] },
+    PidfdOpen = "pidfd_open" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), args: &["pid", "flags"] },
+    InotifyInit = "inotify_init" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &[] },
+    InotifyInit1 = "inotify_init1" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags"] },
+    FanotifyInit = "fanotify_init" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags", "event_f_flags"] },
+    Userfaultfd = "userfaultfd" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
+    PidfdGetfd = "pidfd_getfd" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["pidfd", "fd", "flags"] },
+    Dup2 = "dup2" in Replace { enter: Own, exit: Own, logged: true, args: &["oldfd", "newfd"] },
+    Dup3 = "dup3" in Replace { enter: Own, exit: Own, logged: true, args: &["oldfd", "newfd", "flags"] },
+    // `do_fchmodat`'s flags are the `flags` argument of the rows that have one, else 0.
+    Chmod = "chmod" in Chmod { enter: Derived, logged: true, args: &["filename", "mode"] },
+    Fchmodat = "fchmodat" in Chmod { enter: Derived, logged: true, args: &["dfd", "filename", "mode"] },
     // Not logged: Debian's strace 6.1 does not know it (it prints `syscall_0x1c4`).
-    Fchmodat2 = "fchmodat2" { enter: true, args: &["dfd", "filename", "mode", "flags"] },
-    // Code mapped, made executable, or unmapped: the user side reads the process's
-    // mappings again.
-    Mmap = "mmap" { enter: true, exit: true, stacks_only: true, args: &["addr", "len", "prot", "flags", "fd", "off"] },
-    Mprotect = "mprotect" { enter: true, exit: true, stacks_only: true, args: &["start", "len", "prot"] },
-    Munmap = "munmap" { enter: true, exit: true, stacks_only: true, args: &["addr", "len"] },
-    // The table's copy; a log does not show the table (strace traces clone and clone3 for
-    // the threads they make).
-    Fork = "fork" { enter: true, exit: true, copies_table: true, args: &[] },
-    Vfork = "vfork" { enter: true, exit: true, copies_table: true, args: &[] },
-    Clone = "clone" { enter: true, exit: true, copies_table: true, args: &["clone_flags", "newsp", "parent_tidptr", "child_tidptr", "tls"] },
-    Clone3 = "clone3" { enter: true, exit: true, copies_table: true, args: &["uargs", "size"] },
-    Unshare = "unshare" { enter: true, exit: true, copies_table: true, args: &["unshare_flags"] },
+    Fchmodat2 = "fchmodat2" in Chmod { enter: Derived, args: &["dfd", "filename", "mode", "flags"] },
+    Mmap = "mmap" in Mappings { enter: Own, exit: Own, args: &["addr", "len", "prot", "flags", "fd", "off"] },
+    Mprotect = "mprotect" in Mappings { enter: Own, exit: Own, args: &["start", "len", "prot"] },
+    Munmap = "munmap" in Mappings { enter: Own, exit: Own, args: &["addr", "len"] },
+    Fork = "fork" in CopyTable { enter: Own, exit: Derived, args: &[] },
+    Vfork = "vfork" in CopyTable { enter: Own, exit: Derived, args: &[] },
+    Clone = "clone" in CopyTable { enter: Own, exit: Derived, args: &["clone_flags", "newsp", "parent_tidptr", "child_tidptr", "tls"] },
+    Clone3 = "clone3" in CopyTable { enter: Own, exit: Derived, args: &["uargs", "size"] },
+    Unshare = "unshare" in CopyTable { enter: Own, exit: Derived, args: &["unshare_flags"] },
 }
 
 /// The syscalls that allocate fds through `alloc_fd` which the auditor does not follow, and
@@ -358,6 +509,9 @@ impl<T> core::ops::IndexMut<Syscall> for PerSyscall<T> {
 /// A property of a table row that a derived set selects by.
 #[derive(Clone, Copy)]
 enum Property {
+    In(Family),
+    /// Looks its one fd up first thing (either kind of [`Family::Lookup`]).
+    LooksUp,
     Allocates,
     Logged,
     /// Allocates through `FD_PREPARE()` (`FD_ADD()` included).
@@ -374,13 +528,15 @@ enum Property {
 impl Property {
     const fn of(self, info: &SyscallInfo) -> bool {
         match self {
+            Property::In(family) => info.family.is(family),
+            Property::LooksUp => info.family.looks_up(),
             Property::Allocates => !matches!(info.allocates, Allocates::No),
             Property::Logged => info.logged,
             Property::Prepares => !matches!(info.prepares, FdPrepare::Direct),
             Property::Adds => matches!(info.prepares, FdPrepare::Add),
-            Property::Expands => Property::Allocates.of(info) || info.expands_table,
-            Property::Grows => Property::Expands.of(info) || info.copies_table,
-            Property::Copies => info.copies_table,
+            Property::Expands => Property::Allocates.of(info) || info.family.is(Family::Replace),
+            Property::Grows => Property::Expands.of(info) || Property::Copies.of(info),
+            Property::Copies => info.family.is(Family::CopyTable),
         }
     }
 
@@ -410,6 +566,9 @@ impl Property {
         out
     }
 }
+
+/// The syscalls that look their one fd up first thing.
+pub const LOOKING_UP: [Syscall; Property::LooksUp.count()] = Property::LooksUp.select();
 
 /// The syscalls whose `alloc_fd` calls the probe follows.
 pub const ALLOCATING: [Syscall; Property::Allocates.count()] = Property::Allocates.select();
@@ -449,15 +608,23 @@ impl Syscall {
     /// Where argument `name` is in its `sys_enter_NAME` record's `args`. Asked for in a
     /// constant, a name the table does not give it fails the build.
     pub const fn arg(self, name: &str) -> usize {
+        match self.find_arg(name) {
+            Some(index) => index,
+            None => panic!("the syscall table names no such argument"),
+        }
+    }
+
+    /// Where argument `name` is in its record, if it takes one of that name.
+    pub const fn find_arg(self, name: &str) -> Option<usize> {
         let args = self.info().args;
         let mut index = 0;
         while index < args.len() {
             if same_bytes(args[index].as_bytes(), name.as_bytes()) {
-                return index;
+                return Some(index);
             }
             index += 1;
         }
-        panic!("the syscall table names no such argument");
+        None
     }
 
     /// The syscall named `name`, if followed. Constant time: a strace log asks once per line.
@@ -568,6 +735,48 @@ mod tests {
         );
         assert!(!LOGGED.contains(&Syscall::Read));
         // Every followed syscall has a program, or nothing would follow it.
-        assert!(SYSCALLS.iter().all(|info| info.enter || info.exit));
+        assert!(
+            SYSCALLS
+                .iter()
+                .all(|info| info.enter.exists() || info.exit.exists())
+        );
+    }
+
+    /// What a family says of its rows holds of each: the facts are not said twice.
+    #[test]
+    fn families_agree_with_their_rows() {
+        for info in SYSCALLS {
+            let allocates = info.allocates;
+            let fits = match info.family {
+                Family::Open => matches!(allocates, One(Allocator::Open)),
+                Family::Allocate => {
+                    matches!(allocates, One(allocator) if allocator != Allocator::Open)
+                }
+                Family::AllocatePair => matches!(allocates, Two(_)),
+                _ => allocates == Allocates::No,
+            };
+            assert!(fits, "{}: {:?} with {allocates:?}", info.name, info.family);
+            // An allocation's exit is its family's (the return value is all it reads).
+            if allocates != Allocates::No {
+                assert_eq!(info.exit, Program::Derived, "{}", info.name);
+            }
+            // Only an allocation asks for its fd by an argument, and it has that argument.
+            if let Some(argument) = info.asks.argument() {
+                assert_eq!(info.family, Family::Allocate, "{}", info.name);
+                assert!(info.args.contains(&argument), "{}", info.name);
+            }
+        }
+        assert_eq!(
+            Family::Select.members::<2>(),
+            [Syscall::Select, Syscall::Pselect6]
+        );
+        assert_eq!(Family::Lookup(Lookup::FdgetPos).size(), 2);
+        assert_eq!(LOOKING_UP.len(), 4);
+        assert_eq!(COPYING.len(), 5);
+        assert_eq!(EXPANDING.len(), ALLOCATING.len() + 2);
+        assert!(Asks::UfdIsMinusOne.asks(u64::from(u32::MAX)));
+        assert!(!Asks::UfdIsMinusOne.asks(3));
+        assert!(Asks::DupFdCommand.asks(F_DUPFD_CLOEXEC));
+        assert!(!Asks::DupFdCommand.asks(1));
     }
 }

@@ -1,17 +1,16 @@
 //! fd allocation: the branches of `alloc_fd` and `find_next_fd` for the syscalls that
-//! allocate one fd (open, openat, openat2, creat, dup, fcntl F_DUPFD, eventfd, eventfd2,
-//! epoll_create, epoll_create1, timerfd_create, signalfd, signalfd4, memfd_create,
-//! pidfd_open, pidfd_getfd, userfaultfd, inotify_init, inotify_init1, fanotify_init,
-//! socket, accept, accept4) and two (pipe, pipe2, socketpair). Entry reads the fd table as the allocation will find it (next_fd,
-//! max_fds, the open-fd word it starts in, RLIMIT_NOFILE); exit learns from the return
-//! value whether the allocation ran and which fd it found, and runs the model
-//! (`auditor_common::fd::allocation`, `fd::pair`).
+//! allocate one fd (the syscall table's `Family::Open` and `Family::Allocate`) and two
+//! (`Family::AllocatePair`). Entry reads the fd table as the allocation will find it
+//! (next_fd, max_fds, the open-fd word it starts in, RLIMIT_NOFILE); exit learns from the
+//! return value whether the allocation ran and which fd it found, and runs the model
+//! (`auditor_common::fd::allocation`, `fd::pair`). The programs a row derives are listed
+//! by build.rs; those that read their own arguments are written here.
 
 use auditor_common::{
     ProcessKey, Syscall,
     fd::{self, AllocStart},
     maps, open, shared,
-    syscalls::{Allocator, FdPrepare, PairAllocator},
+    syscalls::{Allocator, Asks, FdPrepare, PairAllocator},
 };
 use aya_ebpf::{
     bindings::BPF_F_NO_PREALLOC,
@@ -65,10 +64,6 @@ static OPEN_FLAG_SET: u32 = 0;
 fn flag_set() -> open::FlagSet {
     open::FlagSet::from_u32(target::global(&OPEN_FLAG_SET))
 }
-
-/// fcntl commands that allocate: F_DUPFD and F_DUPFD_CLOEXEC.
-const F_DUPFD: u64 = 0;
-const F_DUPFD_CLOEXEC: u64 = 1030;
 
 /// Notes an allocation by `syscall` (of the table's `One` allocations) that starts at
 /// `start`; `name` is open's path (0 for others), `refused` whether its other arguments
@@ -298,8 +293,8 @@ pub fn openat2_enter(ctx: TracePointContext) -> u32 {
 #[tracepoint(category = "syscalls", name = "sys_enter_fcntl")]
 pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
     crate::fget::fcntl_entry(arg!(&ctx, Fcntl, "fd") as u32);
-    let cmd = arg!(&ctx, Fcntl, "cmd") as u32 as u64;
-    if cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC {
+    const ASKS: Asks = Syscall::Fcntl.info().asks;
+    if ASKS.asks(arg!(&ctx, Fcntl, "cmd")) {
         // The start is an int; a negative one fails with EINVAL before allocating.
         let start = arg!(&ctx, Fcntl, "arg") as u32;
         enter!(Fcntl, start);
@@ -329,7 +324,6 @@ pub fn socketpair_enter(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// The allocating syscalls whose allocation depends on none of their arguments.
 /// accept4: flags past SOCK_CLOEXEC and SOCK_NONBLOCK refuse it before the fd.
 #[tracepoint(category = "syscalls", name = "sys_enter_accept4")]
 pub fn accept4_enter(ctx: TracePointContext) -> u32 {
@@ -340,44 +334,25 @@ pub fn accept4_enter(ctx: TracePointContext) -> u32 {
     0
 }
 
-macro_rules! enters {
-    ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
-        $(
-            #[tracepoint(category = "syscalls", name = $event)]
-            pub fn $function(_ctx: TracePointContext) -> u32 {
-                enter!($syscall, 0);
-                0
-            }
-        )*
-    };
-}
-
-enters! {
-    dup_enter => "sys_enter_dup": Dup,
-    eventfd2_enter => "sys_enter_eventfd2": Eventfd2,
-    epoll_create1_enter => "sys_enter_epoll_create1": EpollCreate1,
-    socket_enter => "sys_enter_socket": Socket,
-    accept_enter => "sys_enter_accept": Accept,
-    epoll_create_enter => "sys_enter_epoll_create": EpollCreate,
-    eventfd_enter => "sys_enter_eventfd": Eventfd,
-    timerfd_create_enter => "sys_enter_timerfd_create": TimerfdCreate,
-    memfd_create_enter => "sys_enter_memfd_create": MemfdCreate,
-    pidfd_open_enter => "sys_enter_pidfd_open": PidfdOpen,
-    inotify_init_enter => "sys_enter_inotify_init": InotifyInit,
-    inotify_init1_enter => "sys_enter_inotify_init1": InotifyInit1,
-    fanotify_init_enter => "sys_enter_fanotify_init": FanotifyInit,
-    userfaultfd_enter => "sys_enter_userfaultfd": Userfaultfd,
-    pidfd_getfd_enter => "sys_enter_pidfd_getfd": PidfdGetfd,
-}
-
-/// signalfd and signalfd4 allocate only for `ufd == -1`: another ufd names a signalfd to
-/// change.
-macro_rules! signalfd_enters {
+/// The entries of the allocating syscalls that read at most the argument their row's
+/// `asks` names (the syscall table's `Derived` entries of `Family::Allocate`).
+macro_rules! allocation_enters {
     ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
         $(
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(ctx: TracePointContext) -> u32 {
-                if arg!(&ctx, $syscall, "ufd") as i32 == -1 {
+                const ASKS: Asks = Syscall::$syscall.info().asks;
+                const ASKED_BY: Option<usize> = match ASKS.argument() {
+                    Some(name) => Some(Syscall::$syscall.arg(name)),
+                    None => None,
+                };
+                let value = match ASKED_BY {
+                    Some(index) => {
+                        crate::enter_record::<{ Syscall::$syscall.arity() }>(&ctx).args[index]
+                    }
+                    None => 0,
+                };
+                if ASKS.asks(value) {
                     enter!($syscall, 0);
                 }
                 0
@@ -386,13 +361,9 @@ macro_rules! signalfd_enters {
     };
 }
 
-signalfd_enters! {
-    signalfd_enter => "sys_enter_signalfd": Signalfd,
-    signalfd4_enter => "sys_enter_signalfd4": Signalfd4,
-}
-
-macro_rules! exits {
-    ($($function:ident => $event:literal),* $(,)?) => {
+/// The exits of every allocating syscall: they hand over to the shared `alloc_exit`.
+macro_rules! allocation_exits {
+    ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
         $(
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(ctx: TracePointContext) -> u32 {
@@ -403,31 +374,4 @@ macro_rules! exits {
     };
 }
 
-exits! {
-    open_exit => "sys_exit_open",
-    creat_exit => "sys_exit_creat",
-    openat_exit => "sys_exit_openat",
-    openat2_exit => "sys_exit_openat2",
-    dup_exit => "sys_exit_dup",
-    fcntl_exit => "sys_exit_fcntl",
-    eventfd2_exit => "sys_exit_eventfd2",
-    epoll_create1_exit => "sys_exit_epoll_create1",
-    socket_exit => "sys_exit_socket",
-    accept_exit => "sys_exit_accept",
-    accept4_exit => "sys_exit_accept4",
-    pipe_exit => "sys_exit_pipe",
-    pipe2_exit => "sys_exit_pipe2",
-    socketpair_exit => "sys_exit_socketpair",
-    epoll_create_exit => "sys_exit_epoll_create",
-    eventfd_exit => "sys_exit_eventfd",
-    timerfd_create_exit => "sys_exit_timerfd_create",
-    signalfd_exit => "sys_exit_signalfd",
-    signalfd4_exit => "sys_exit_signalfd4",
-    memfd_create_exit => "sys_exit_memfd_create",
-    pidfd_open_exit => "sys_exit_pidfd_open",
-    inotify_init_exit => "sys_exit_inotify_init",
-    inotify_init1_exit => "sys_exit_inotify_init1",
-    fanotify_init_exit => "sys_exit_fanotify_init",
-    userfaultfd_exit => "sys_exit_userfaultfd",
-    pidfd_getfd_exit => "sys_exit_pidfd_getfd",
-}
+include!(concat!(env!("OUT_DIR"), "/programs/alloc.rs"));

@@ -3,7 +3,7 @@
 use auditor_common::{Syscall, chmod};
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{arg, tally, tally::Row, target};
+use crate::{tally, tally::Row, target};
 
 /// `do_fchmodat(..., flags)` for a call of `syscall`.
 fn do_fchmodat(syscall: Syscall, flags: u32) {
@@ -13,21 +13,27 @@ fn do_fchmodat(syscall: Syscall, flags: u32) {
     }
 }
 
-#[tracepoint(category = "syscalls", name = "sys_enter_chmod")]
-pub fn chmod_enter(_ctx: TracePointContext) -> u32 {
-    do_fchmodat(Syscall::Chmod, 0);
-    0
+/// The entries of chmod, fchmodat and fchmodat2 (`Family::Chmod`): `do_fchmodat`'s flags
+/// are the `flags` argument of the syscalls that take one, else 0.
+macro_rules! chmod_enters {
+    ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
+        $(
+            #[tracepoint(category = "syscalls", name = $event)]
+            pub fn $function(ctx: TracePointContext) -> u32 {
+                const FLAGS: Option<usize> = Syscall::$syscall.find_arg("flags");
+                let flags = match FLAGS {
+                    // An unsigned int, as the syscall takes it.
+                    Some(index) => {
+                        crate::enter_record::<{ Syscall::$syscall.arity() }>(&ctx).args[index]
+                            as u32
+                    }
+                    None => 0,
+                };
+                do_fchmodat(Syscall::$syscall, flags);
+                0
+            }
+        )*
+    };
 }
 
-#[tracepoint(category = "syscalls", name = "sys_enter_fchmodat")]
-pub fn fchmodat_enter(_ctx: TracePointContext) -> u32 {
-    do_fchmodat(Syscall::Fchmodat, 0);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_fchmodat2")]
-pub fn fchmodat2_enter(ctx: TracePointContext) -> u32 {
-    // An unsigned int, as the syscall takes it.
-    do_fchmodat(Syscall::Fchmodat2, arg!(&ctx, Fchmodat2, "flags") as u32);
-    0
-}
+include!(concat!(env!("OUT_DIR"), "/programs/chmod.rs"));

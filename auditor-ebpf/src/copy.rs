@@ -114,8 +114,9 @@ pub fn unshare_enter(ctx: TracePointContext) -> u32 {
     0
 }
 
-macro_rules! exits {
-    ($($function:ident => $event:literal),* $(,)?) => {
+/// The exits of the syscalls that may copy the table (`Family::CopyTable`).
+macro_rules! copy_exits {
+    ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
         $(
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(ctx: TracePointContext) -> u32 {
@@ -126,10 +127,4 @@ macro_rules! exits {
     };
 }
 
-exits! {
-    fork_exit => "sys_exit_fork",
-    vfork_exit => "sys_exit_vfork",
-    clone_exit => "sys_exit_clone",
-    clone3_exit => "sys_exit_clone3",
-    unshare_exit => "sys_exit_unshare",
-}
+include!(concat!(env!("OUT_DIR"), "/programs/copy.rs"));

@@ -5,6 +5,7 @@
 use auditor_common::{
     Syscall,
     fd::{self, Lookup},
+    syscalls::Family,
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
@@ -19,29 +20,24 @@ fn single_lookup(syscall: Syscall, fd: u64, lookup: Lookup) {
     }
 }
 
-#[tracepoint(category = "syscalls", name = "sys_enter_read")]
-pub fn read_enter(ctx: TracePointContext) -> u32 {
-    single_lookup(Syscall::Read, arg!(&ctx, Read, "fd"), Lookup::FdgetPos);
-    0
+/// The entries of read, write, recvmsg and sendmsg (the syscall table's `Family::Lookup`).
+macro_rules! lookup_enters {
+    ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
+        $(
+            #[tracepoint(category = "syscalls", name = $event)]
+            pub fn $function(ctx: TracePointContext) -> u32 {
+                const LOOKUP: Lookup = match Syscall::$syscall.info().family {
+                    Family::Lookup(lookup) => lookup,
+                    _ => panic!("not a lookup"),
+                };
+                single_lookup(Syscall::$syscall, arg!(&ctx, $syscall, "fd"), LOOKUP);
+                0
+            }
+        )*
+    };
 }
 
-#[tracepoint(category = "syscalls", name = "sys_enter_write")]
-pub fn write_enter(ctx: TracePointContext) -> u32 {
-    single_lookup(Syscall::Write, arg!(&ctx, Write, "fd"), Lookup::FdgetPos);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_recvmsg")]
-pub fn recvmsg_enter(ctx: TracePointContext) -> u32 {
-    single_lookup(Syscall::Recvmsg, arg!(&ctx, Recvmsg, "fd"), Lookup::Fdget);
-    0
-}
-
-#[tracepoint(category = "syscalls", name = "sys_enter_sendmsg")]
-pub fn sendmsg_enter(ctx: TracePointContext) -> u32 {
-    single_lookup(Syscall::Sendmsg, arg!(&ctx, Sendmsg, "fd"), Lookup::Fdget);
-    0
-}
+include!(concat!(env!("OUT_DIR"), "/programs/fget.rs"));
 
 #[tracepoint(category = "syscalls", name = "sys_enter_close")]
 pub fn close_enter(ctx: TracePointContext) -> u32 {

@@ -629,7 +629,11 @@ fn the_syscall_records_are_laid_out_as_the_format_files_say() {
         }
         present
     };
-    for info in SYSCALLS.iter().filter(|info| info.enter).filter(present) {
+    for info in SYSCALLS
+        .iter()
+        .filter(|info| info.enter.exists())
+        .filter(present)
+    {
         let event = format!("sys_enter_{}", info.name);
         for (index, name) in info.args.iter().enumerate() {
             let offset = tracefs::field_offset("syscalls", &event, name).unwrap();
@@ -653,7 +657,11 @@ fn the_syscall_records_are_laid_out_as_the_format_files_say() {
             "{event}: user-buffer copies come after the arguments: {format}"
         );
     }
-    for info in SYSCALLS.iter().filter(|info| info.exit).filter(present) {
+    for info in SYSCALLS
+        .iter()
+        .filter(|info| info.exit.exists())
+        .filter(present)
+    {
         let event = format!("sys_exit_{}", info.name);
         let offset = tracefs::field_offset("syscalls", &event, "ret").unwrap();
         assert_eq!(offset, std::mem::offset_of!(SysExit, ret), "{event}");

@@ -66,12 +66,12 @@ static PROGRAMS: std::sync::LazyLock<Vec<Program>> = std::sync::LazyLock::new(||
     let syscalls = SYSCALLS.iter().flat_map(|info| {
         let ends = [("enter", info.enter), ("exit", info.exit)];
         ends.into_iter()
-            .filter(|&(_, has)| has)
+            .filter(|&(_, program)| program.exists())
             .map(|(end, _)| Program {
                 name: format!("{}_{end}", info.name),
                 category: "syscalls",
                 event: format!("sys_{end}_{}", info.name),
-                stacks_only: info.stacks_only,
+                stacks_only: info.stacks_only(),
             })
     });
     lifetimes.into_iter().chain(syscalls).collect()

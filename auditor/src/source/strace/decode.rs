@@ -6,12 +6,14 @@
 
 use auditor_common::{
     Syscall,
+    dup::DupCall,
     epoll::{EpollCtlCall, EpollWaitCall},
     errno, fd,
     open::{self, OpenHow},
     poll::{EntryScan, PollCall, PollFd},
     prelude::{Prelude, SIGSET_SIZE, Timeout},
     select::SelectCall,
+    syscalls::{self, Family},
 };
 
 use super::{line, records::Record};
@@ -377,6 +379,12 @@ pub struct Allocation {
     pub ret: i64,
 }
 
+/// The fcntl commands that ask for an fd, as strace names them.
+const FCNTL_COMMANDS: [(&str, u64); 2] = [
+    ("F_DUPFD", syscalls::F_DUPFD),
+    ("F_DUPFD_CLOEXEC", syscalls::F_DUPFD_CLOEXEC),
+];
+
 /// accept4's flags as strace names them (x86_64).
 const SOCK_FLAGS: [(&str, u64); 2] = [("SOCK_CLOEXEC", 0o2_000_000), ("SOCK_NONBLOCK", 0o4000)];
 
@@ -384,19 +392,36 @@ pub fn allocation(record: &Record<&str>, syscall: Syscall) -> Result<Allocation,
     let ret = kernel_return(record).ok_or(Undecodable::NoReturn(
         "how an allocation ended is only in the return value",
     ))?;
-    let [first, second] = first_args(record.args);
     // An empty name refuses an open only where it is read before the fd.
     let name_first = crate::kernel::open_flag_set().name_before_fd();
     let (refused, allocates) = match syscall {
-        Syscall::Open | Syscall::Creat => (name_first && first == Some("\"\""), true),
-        Syscall::Openat | Syscall::Openat2 => (name_first && second == Some("\"\""), true),
-        Syscall::Signalfd | Syscall::Signalfd4 => {
-            let ufd = arg(first, "ufd")?;
-            let ufd = line::integer::<i32>(ufd).ok_or_else(|| Undecodable::Number {
-                what: "ufd",
-                text: ufd.to_string(),
-            })?;
-            (false, ufd == -1)
+        _ if syscall.info().family == Family::Open => {
+            // creat names it `pathname`.
+            let position = syscall
+                .find_arg("filename")
+                .or(syscall.find_arg("pathname"));
+            let name = position.and_then(|position| split_args(record.args).nth(position));
+            (name_first && name == Some("\"\""), true)
+        }
+        _ if let Some(name) = syscall.info().asks.argument() => {
+            let asks = syscall.info().asks;
+            let text = arg(split_args(record.args).nth(syscall.arg(name)), name)?;
+            let asks_for_one = match parse_int(text) {
+                // As the record holds it: an int's bits in the low four bytes.
+                Some(value) => asks.asks(value),
+                None => match FCNTL_COMMANDS.iter().find(|(command, _)| *command == text) {
+                    Some(&(_, value)) => asks.asks(value),
+                    // Every other command strace names (F_GETFD, F_SETFL, …) asks for none.
+                    None if text.starts_with("F_") && syscall == Syscall::Fcntl => false,
+                    None => {
+                        return Err(Undecodable::Number {
+                            what: name,
+                            text: text.to_string(),
+                        });
+                    }
+                },
+            };
+            (false, asks_for_one)
         }
         Syscall::Accept4 => {
             let [_, _, _, flags] = first_args(record.args);
@@ -444,14 +469,15 @@ const AT_FLAGS: [(&str, u64); 7] = [
     ("AT_RECURSIVE", 0x8000),
 ];
 
-/// The flags `do_fchmodat` gets: fchmodat2's fourth argument, 0 for chmod and fchmodat.
+/// The flags `do_fchmodat` gets: the `flags` argument of a syscall that takes one
+/// (fchmodat2), else 0 (chmod, fchmodat).
 pub fn fchmodat_flags(record: &Record<&str>, syscall: Syscall) -> Result<u32, Undecodable> {
-    match syscall {
-        Syscall::Fchmodat2 => {
-            let [_, _, _, flags] = first_args(record.args);
+    match syscall.find_arg("flags") {
+        Some(position) => {
+            let flags = split_args(record.args).nth(position);
             Ok(named_flags(flags, "flags", &AT_FLAGS)? as u32)
         }
-        _ => Ok(0),
+        None => Ok(0),
     }
 }
 
@@ -465,12 +491,6 @@ fn unsigned_fd(text: Option<&str>, what: &'static str) -> Result<u32, Undecodabl
             what,
             text: text.to_string(),
         })
-}
-
-/// dup2: `oldfd`, `newfd`.
-pub fn dup2(record: &Record<&str>) -> Result<(u32, u32), Undecodable> {
-    let [old, new] = first_args(record.args);
-    Ok((unsigned_fd(old, "oldfd")?, unsigned_fd(new, "newfd")?))
 }
 
 /// The open flags strace names (x86_64, asm-generic), with `O_SYNC` and `O_TMPFILE` as
@@ -594,16 +614,21 @@ pub fn open(record: &Record<&str>, syscall: Syscall) -> Result<OpenArgs, Undecod
     })
 }
 
-/// dup3: `oldfd`, `newfd`, `flags` (`0`, `O_CLOEXEC`, `O_CLOEXEC|0x4`, ...).
-pub fn dup3(record: &Record<&str>) -> Result<(u32, u32, u32), Undecodable> {
+/// dup2(oldfd, newfd) and dup3(oldfd, newfd, flags) (`0`, `O_CLOEXEC`, `O_CLOEXEC|0x4`,
+/// ...): the model's call, flags 0 for the syscall that takes none.
+pub fn replace(record: &Record<&str>, syscall: Syscall) -> Result<DupCall, Undecodable> {
     let [old, new, flags_text] = first_args(record.args);
-    // An int, as dup3 takes it.
-    let flags = named_flags(flags_text, "flags", &OPEN_FLAGS)? as u32;
-    Ok((
-        unsigned_fd(old, "oldfd")?,
-        unsigned_fd(new, "newfd")?,
+    let flags = match syscall.find_arg("flags") {
+        // An int, as dup3 takes it.
+        Some(_) => named_flags(flags_text, "flags", &OPEN_FLAGS)? as u32,
+        None => 0,
+    };
+    Ok(DupCall {
+        oldfd: unsigned_fd(old, "oldfd")?,
+        newfd: unsigned_fd(new, "newfd")?,
         flags,
-    ))
+        ret: kernel_return(record),
+    })
 }
 
 /// `0x80000`, `0200000` or `524288`.
@@ -737,42 +762,76 @@ mod tests {
 
     #[test]
     fn dups() {
+        let dup = |line: &str, syscall| {
+            replace(&record(line), syscall).map(|call| (call.oldfd, call.newfd, call.flags))
+        };
+        let (dup2, dup3) = (Syscall::Dup2, Syscall::Dup3);
         assert_eq!(
-            dup2(&record("dup2(3</dev/null>, 3</dev/null>) = 3")),
-            Ok((3, 3))
+            dup("dup2(3</dev/null>, 3</dev/null>) = 3", dup2),
+            Ok((3, 3, 0))
+        );
+        let call = replace(
+            &record("dup2(-1, 4) = -1 EBADF (Bad file descriptor)"),
+            dup2,
         );
         assert_eq!(
-            dup2(&record("dup2(-1, 4) = -1 EBADF (Bad file descriptor)")),
-            Ok((u32::MAX, 4))
+            call.map(|call| (call.oldfd, call.newfd, call.ret)),
+            Ok((u32::MAX, 4, Some(-errno::EBADF)))
         );
         assert_eq!(
-            dup3(&record("dup3(3, 5, O_CLOEXEC) = 5")),
+            dup("dup3(3, 5, O_CLOEXEC) = 5", dup3),
             Ok((3, 5, auditor_common::dup::O_CLOEXEC))
         );
         assert_eq!(
-            dup3(&record("dup3(3, 3, 0) = -1 EINVAL (Invalid argument)")),
+            dup("dup3(3, 3, 0) = -1 EINVAL (Invalid argument)", dup3),
             Ok((3, 3, 0))
         );
         assert_eq!(
-            dup3(&record(
-                "dup3(3, 3, O_CLOEXEC|0x4) = -1 EINVAL (Invalid argument)"
-            )),
+            dup(
+                "dup3(3, 3, O_CLOEXEC|0x4) = -1 EINVAL (Invalid argument)",
+                dup3
+            ),
             Ok((3, 3, auditor_common::dup::O_CLOEXEC | 4))
         );
         assert_eq!(
-            dup3(&record(
-                "dup3(3, 3, O_NONBLOCK) = -1 EINVAL (Invalid argument)"
-            )),
+            dup(
+                "dup3(3, 3, O_NONBLOCK) = -1 EINVAL (Invalid argument)",
+                dup3
+            ),
             Ok((3, 3, 0o4000))
         );
         assert!(
-            dup3(&record(
-                "dup3(3, 3, O_WHATEVER) = -1 EINVAL (Invalid argument)"
-            ))
+            dup(
+                "dup3(3, 3, O_WHATEVER) = -1 EINVAL (Invalid argument)",
+                dup3
+            )
             .is_err()
         );
-        assert!(dup3(&record("dup3(3, 3) = -1 EINVAL (Invalid argument)")).is_err());
-        assert!(dup2(&record("dup2(x, 3) = 3")).is_err());
+        assert!(dup("dup3(3, 3) = -1 EINVAL (Invalid argument)", dup3).is_err());
+        assert!(dup("dup2(x, 3) = 3", dup2).is_err());
+    }
+
+    #[test]
+    fn signalfd_asks_for_an_fd_only_with_ufd_minus_one() {
+        let asks =
+            |line: &str| allocation(&record(line), Syscall::Signalfd4).map(|call| call.allocates);
+        assert_eq!(asks("signalfd4(-1, [INT], 8, SFD_CLOEXEC) = 5"), Ok(true));
+        assert_eq!(asks("signalfd4(5, [INT TERM], 8, 0) = 5"), Ok(false));
+        assert!(asks("signalfd4(x, [INT], 8, 0) = 5").is_err());
+    }
+
+    #[test]
+    fn fcntl_asks_for_an_fd_only_with_a_dup_command() {
+        let asks =
+            |line: &str| allocation(&record(line), Syscall::Fcntl).map(|call| call.allocates);
+        assert_eq!(asks("fcntl(3, F_DUPFD, 10) = 10"), Ok(true));
+        assert_eq!(asks("fcntl(3, F_DUPFD_CLOEXEC, 0) = 4"), Ok(true));
+        assert_eq!(
+            asks("fcntl(3, F_GETFD) = 0x1 (flags FD_CLOEXEC)"),
+            Ok(false)
+        );
+        assert_eq!(asks("fcntl(3, 0x406, 0) = 5"), Ok(true));
+        assert!(asks("fcntl(3, BOGUS, 0) = 5").is_err());
     }
 
     #[test]

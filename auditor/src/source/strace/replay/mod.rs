@@ -18,7 +18,7 @@ use auditor_common::{
     chmod, close, dup, epoll,
     fd::{self, Unseen},
     open, poll, select,
-    syscalls::{FdPrepare, PerSyscall},
+    syscalls::{Family, PerSyscall},
 };
 
 use super::{
@@ -111,64 +111,44 @@ impl Replay {
             None => self.threads.row(pid, comm),
         };
         // The model of each call strace decodes; a log shows no task state.
-        let decoded = match syscall {
-            Syscall::Poll | Syscall::Ppoll => decode::poll(record)
+        let decoded = match syscall.info().family {
+            Family::Poll => decode::poll(record)
                 .map(|(call, entries)| poll::poll(recorder, &call, || entries, &Unseen)),
-            Syscall::Select | Syscall::Pselect6 => {
+            Family::Select => {
                 decode::select(record).map(|call| select::select(recorder, &call, None, &Unseen))
             }
-            Syscall::EpollWait | Syscall::EpollPwait | Syscall::EpollPwait2 => {
+            Family::EpollWait => {
                 decode::epoll_wait(record).map(|call| epoll::epoll_wait(recorder, &call))
             }
-            Syscall::EpollCtl => {
+            Family::EpollCtl => {
                 decode::epoll_ctl(record).map(|call| epoll::epoll_ctl(recorder, &call))
             }
-            Syscall::Close => decode::close(record).map(|(_, ret)| {
+            Family::Close => decode::close(record).map(|(_, ret)| {
                 close::close(recorder, ret);
             }),
-            Syscall::Chmod | Syscall::Fchmodat | Syscall::Fchmodat2 => {
-                decode::fchmodat_flags(record, syscall)
-                    .map(|flags| chmod::do_fchmodat(recorder, flags))
-            }
-            Syscall::Dup2 => decode::dup2(record).map(|(oldfd, newfd)| {
-                let ret = decode::kernel_return(record);
-                let call = dup::DupCall {
-                    oldfd,
-                    newfd,
-                    flags: 0,
-                    ret,
-                };
-                dup::dup2(recorder, &call, None);
-            }),
-            Syscall::Dup3 => decode::dup3(record).map(|(oldfd, newfd, flags)| {
-                let ret = decode::kernel_return(record);
-                let call = dup::DupCall {
-                    oldfd,
-                    newfd,
-                    flags,
-                    ret,
-                };
-                dup::dup3(recorder, &call, None);
+            Family::Chmod => decode::fchmodat_flags(record, syscall)
+                .map(|flags| chmod::do_fchmodat(recorder, flags)),
+            Family::Replace => decode::replace(record, syscall).map(|call| match syscall {
+                Syscall::Dup2 => dup::dup2(recorder, &call, None),
+                _ => dup::dup3(recorder, &call, None),
             }),
             // How FD_PREPARE() went follows from the return value; the fd.* sites need the
             // table, which a log does not show.
-            _ if syscall.info().prepares != FdPrepare::Direct => {
+            Family::Open | Family::Allocate => {
                 // Whether the checks before the path walk refused an open (then nothing is
                 // allocated).
-                let refused = match syscall {
-                    Syscall::Open | Syscall::Openat | Syscall::Openat2 | Syscall::Creat => {
-                        decode::open(record, syscall).map(|call| match call {
-                            OpenArgs::Open { flags, mode } => {
-                                open::open(recorder, flags, mode, crate::kernel::open_flag_set())
-                            }
-                            OpenArgs::Openat2 { size, how } => open::openat2(
-                                recorder,
-                                size,
-                                how.as_ref(),
-                                crate::kernel::open_flag_set(),
-                            ),
-                        })
-                    }
+                let refused = match syscall.info().family {
+                    Family::Open => decode::open(record, syscall).map(|call| match call {
+                        OpenArgs::Open { flags, mode } => {
+                            open::open(recorder, flags, mode, crate::kernel::open_flag_set())
+                        }
+                        OpenArgs::Openat2 { size, how } => open::openat2(
+                            recorder,
+                            size,
+                            how.as_ref(),
+                            crate::kernel::open_flag_set(),
+                        ),
+                    }),
                     _ => Ok(false),
                 };
                 let allocated = decode::allocation(record, syscall).map(|call| {
@@ -181,7 +161,9 @@ impl Replay {
                 refused.and(allocated)
             }
             // Not in the log (see `LOGGED`).
-            _ => return,
+            Family::Lookup(_) | Family::AllocatePair | Family::Mappings | Family::CopyTable => {
+                return;
+            }
         };
         self.calls[syscall] += 1;
         if let Err(why) = decoded {
