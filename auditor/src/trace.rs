@@ -28,7 +28,10 @@ use crate::{
     Error,
     metrics::{self, ProgramLabels, SessionInfo, server::Exporter},
     observation::Observation,
-    session::{Followed, StopRequest, catch_stop_signals, stop_requested, take_stop_request},
+    session::{
+        Followed, catch_stop_signals, stop_requested, take_stop_request,
+        wait::{self, Cause, End, STOP_GRACE, Stopping},
+    },
     source::ebpf::{self, Filter, Probe},
     stacks::Arms,
     status::{self, Ending},
@@ -100,9 +103,6 @@ impl Session {
         }
     }
 }
-
-/// How long a started command has to end after the session passed it a stop signal.
-const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// A forked child waiting on a pipe before it execs.
 struct HeldChild {
@@ -258,16 +258,74 @@ pub fn trace(options: &Options) -> Result<Session, Error> {
     trace_with(options, || {})
 }
 
-/// How the session's wait ended.
-enum End {
-    CommandEnded(Ending),
-    /// A stop signal; the command (if any) had not ended within [`STOP_GRACE`].
-    Signal(StopRequest),
-    Duration,
-    /// The `--duration` ran out; the command had not ended within [`STOP_GRACE`] of the
-    /// SIGTERM it was sent.
-    DurationOutlived,
+/// How a traced session's work ends by itself.
+enum Ended {
+    /// The started command ended.
+    Command(Ending),
+    /// Every process followed by pid is gone (and no name was asked for, which a process
+    /// yet to come could take).
     TargetsGone,
+}
+
+/// A traced session's work, as the wait sees it.
+struct Running<'a> {
+    child: Option<Pid>,
+    /// The processes followed by pid, when their end is the session's.
+    followed: Option<&'a [Followed]>,
+    probe: &'a Probe,
+    exporter: Option<(&'a Exporter, &'a SessionInfo)>,
+    program_labels: &'a mut ProgramLabels,
+    /// When the status line was last written, if there is one.
+    status_line: Option<Instant>,
+}
+
+impl wait::Running for Running<'_> {
+    type Ending = Ended;
+
+    fn ended(&mut self) -> Result<Option<Ended>, Error> {
+        if let Some(child) = self.child {
+            let status = waitpid(child, Some(WaitPidFlag::WNOHANG))
+                .map_err(|e| Error::from(std::io::Error::from(e)))?;
+            return Ok(Ending::from_wait(status).map(Ended::Command));
+        }
+        let gone = self
+            .followed
+            .is_some_and(|followed| followed.iter().all(Followed::ended));
+        Ok(gone.then_some(Ended::TargetsGone))
+    }
+
+    fn tick(&mut self, elapsed: Duration) -> Result<(), Error> {
+        if let Some((exporter, session_info)) = self.exporter {
+            let (probe, labels) = (self.probe, &mut *self.program_labels);
+            exporter.answer(|| {
+                let tally = probe.tally().ok()?;
+                Some(metrics::text(&tally, session_info, labels))
+            });
+        }
+        if let Some(last) = &mut self.status_line
+            && last.elapsed() >= Duration::from_millis(500)
+        {
+            *last = Instant::now();
+            let tally = self.probe.tally()?;
+            crate::write_stderr(format_args!(
+                "\r\x1b[Kauditor: {} calls, {} processes, {:.1} s",
+                tally.total_calls(),
+                tally.process_count(),
+                elapsed.as_secs_f64()
+            ));
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self, signal: Option<Signal>) -> Stopping {
+        let Some(child) = self.child else {
+            return Stopping::Now;
+        };
+        if let Some(signal) = signal {
+            let _ = signal::kill(child, signal);
+        }
+        Stopping::Passed
+    }
 }
 
 /// Runs a traced session, calling `attached` once the probe counts (before a started
@@ -374,89 +432,23 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
     // A started command writes to the terminal it inherited: a status line there would be
     // written over its output, so there is one only when no command runs.
     let status_line = options.status && child.is_none() && std::io::stderr().is_terminal();
-    let mut last_status = Instant::now();
-    let wait_child = |child: Pid| -> Result<Option<Ending>, Error> {
-        match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
-            Ok(status) => Ok(Ending::from_wait(status)),
-            Err(e) => Err(std::io::Error::from(e).into()),
-        }
+    let mut running = Running {
+        child,
+        followed: match &options.target {
+            // Names may match processes yet to come: the session waits for them.
+            Target::Processes {
+                comms,
+                thread_comms,
+                ..
+            } if comms.is_empty() && thread_comms.is_empty() => Some(&followed),
+            _ => None,
+        },
+        probe: &probe,
+        exporter: exporter.as_ref().map(|exporter| (exporter, &session_info)),
+        program_labels: &mut program_labels,
+        status_line: status_line.then(Instant::now),
     };
-    // The command's end, if it comes within STOP_GRACE of a signal it was sent.
-    let ended_within_grace = |child: Pid| -> Result<Option<Ending>, Error> {
-        let deadline = Instant::now() + STOP_GRACE;
-        loop {
-            if let Some(ending) = wait_child(child)? {
-                return Ok(Some(ending));
-            }
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    };
-    let end = loop {
-        if let Some(exporter) = &exporter {
-            exporter.answer(|| {
-                let tally = probe.tally().ok()?;
-                Some(metrics::text(&tally, &session_info, &mut program_labels))
-            });
-        }
-        if let Some(stop) = stop_requested() {
-            let Some(child) = child else {
-                break End::Signal(stop);
-            };
-            // The terminal sent it to the command too; a signal sent to the auditor alone
-            // is passed on, as strace and perf do.
-            if !stop.from_terminal
-                && let Ok(signal) = Signal::try_from(stop.signal)
-            {
-                let _ = signal::kill(child, signal);
-            }
-            break match ended_within_grace(child)? {
-                Some(ending) => End::CommandEnded(ending),
-                None => End::Signal(stop),
-            };
-        }
-        if let Some(child) = child
-            && let Some(ending) = wait_child(child)?
-        {
-            break End::CommandEnded(ending);
-        }
-        if let Target::Processes {
-            comms,
-            thread_comms,
-            ..
-        } = &options.target
-            && comms.is_empty()
-            && thread_comms.is_empty()
-            && followed.iter().all(Followed::ended)
-        {
-            break End::TargetsGone;
-        }
-        if options.duration.is_some_and(|d| started.elapsed() >= d) {
-            let Some(child) = child else {
-                break End::Duration;
-            };
-            // As `auditor strace` and timeout(1): the command gets SIGTERM, and the session
-            // ends with its status once it has ended.
-            let _ = signal::kill(child, Signal::SIGTERM);
-            break match ended_within_grace(child)? {
-                Some(ending) => End::CommandEnded(ending),
-                None => End::DurationOutlived,
-            };
-        }
-        if status_line && last_status.elapsed() >= Duration::from_millis(500) {
-            last_status = Instant::now();
-            let tally = probe.tally()?;
-            crate::write_stderr(format_args!(
-                "\r\x1b[Kauditor: {} calls, {} processes, {:.1} s",
-                tally.total_calls(),
-                tally.process_count(),
-                started.elapsed().as_secs_f64()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let end = wait::wait(&mut running, started, options.duration)?;
     if status_line {
         crate::write_stderr(format_args!("\r\x1b[K"));
     }
@@ -469,8 +461,20 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         notes.push(unmatched_name_warning(&name, &tasks_named(&name)));
     }
     let (command_status, stopped_by) = match end {
-        End::CommandEnded(ending) => (Some(ending), take_stop_request().map(|s| s.signal)),
-        End::Signal(stop) => {
+        End::Ended(Ended::Command(ending))
+        | End::Stopped {
+            ended: Some(Ended::Command(ending)),
+            ..
+        } => (Some(ending), take_stop_request().map(|s| s.signal)),
+        End::Ended(Ended::TargetsGone)
+        | End::Stopped {
+            ended: Some(Ended::TargetsGone),
+            ..
+        } => (None, None),
+        End::Stopped {
+            cause: Cause::Signal(stop),
+            ended: None,
+        } => {
             take_stop_request();
             if child.is_some() {
                 notes.push(format!(
@@ -482,7 +486,10 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
             }
             (None, Some(stop.signal))
         }
-        End::DurationOutlived => {
+        End::Stopped {
+            cause: Cause::Duration,
+            ended: None,
+        } if child.is_some() => {
             notes.push(format!(
                 "The session ended after its --duration; the command was sent SIGTERM and was \
                  still running {} s later, so it was left running.",
@@ -491,7 +498,10 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
             // As a session a SIGTERM stopped while the command ran on.
             (None, Some(libc::SIGTERM))
         }
-        End::Duration | End::TargetsGone => (None, None),
+        End::Stopped {
+            cause: Cause::Duration,
+            ended: None,
+        } => (None, None),
     };
     let mut observation = ebpf::observation(description, elapsed, tally);
     observation.notes = notes;

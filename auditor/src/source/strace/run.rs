@@ -26,7 +26,11 @@ use nix::{sys::signal::Signal, unistd::Pid};
 
 use super::replay::Replay;
 use crate::{
-    Error, session,
+    Error,
+    session::{
+        self,
+        wait::{self, End, Stopping},
+    },
     status::{self, Ending},
 };
 
@@ -61,9 +65,6 @@ impl Outcome {
         self.command.map_or(status::SUCCESS, Ending::code)
     }
 }
-
-/// How long strace has to end after being asked to, before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Runs strace on `target` (with `-k` for `stacks`) for at most `duration`, feeding
 /// `replay`. SIGINT and SIGTERM end the session with what was counted: from the terminal
@@ -140,7 +141,7 @@ pub fn run(
         }
         finished.store(true, Ordering::SeqCst);
         let asked = watcher.join().expect("the watcher does not panic");
-        reader.map(|_| asked)
+        reader.and(asked)
     })?;
     // Taken, so that the next session starts afresh.
     let stopped_by = session::take_stop_request();
@@ -176,47 +177,65 @@ pub fn run(
     Ok(outcome)
 }
 
-/// Until the replay has `finished`: on a stop signal or at the end of `duration`, ends the
-/// session the way strace itself would be ended, and kills strace if it has not ended
-/// [`STOP_GRACE`] later. Returns whether it asked the session to end.
-fn watch(strace: Pid, target: &Target, duration: Option<Duration>, finished: &AtomicBool) -> bool {
-    let started = Instant::now();
-    // When the session was asked to end, and the signal still to pass on.
-    let mut asked: Option<(Instant, Option<Signal>)> = None;
-    while !finished.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(20));
-        let Some((at, pending)) = &mut asked else {
-            let stop = session::stop_requested();
-            let timed_out = duration.is_some_and(|d| started.elapsed() >= d);
-            if stop.is_some() || timed_out {
-                // From the terminal, the signal reached strace and the command already.
-                let pending = match stop {
-                    Some(stop) if stop.from_terminal => None,
-                    Some(stop) => Some(Signal::try_from(stop.signal).unwrap_or(Signal::SIGTERM)),
-                    None => Some(Signal::SIGTERM),
-                };
-                asked = Some((Instant::now(), pending));
-            }
-            continue;
+/// strace's run, as the session's wait sees it: it ends when the replay has read all it
+/// wrote; a stop goes to the command strace started (strace reports how it ended) or, for
+/// `-p`, to strace itself, which detaches.
+struct Running<'a> {
+    strace: Pid,
+    target: &'a Target,
+    finished: &'a AtomicBool,
+}
+
+impl wait::Running for Running<'_> {
+    type Ending = ();
+
+    fn ended(&mut self) -> Result<Option<()>, Error> {
+        Ok(self.finished.load(Ordering::SeqCst).then_some(()))
+    }
+
+    fn stop(&mut self, signal: Option<Signal>) -> Stopping {
+        let Some(signal) = signal else {
+            return Stopping::Passed;
         };
-        if let Some(signal) = *pending {
-            // A command strace has not started yet gets it once it is there.
-            let receivers = match target {
-                Target::Command(_) => children(strace),
-                Target::Pids(_) => vec![strace],
-            };
-            for pid in &receivers {
-                let _ = nix::sys::signal::kill(*pid, signal);
-            }
-            if !receivers.is_empty() {
-                *pending = None;
-            }
+        let receivers = match self.target {
+            Target::Command(_) => children(self.strace),
+            Target::Pids(_) => vec![self.strace],
+        };
+        for &pid in &receivers {
+            let _ = nix::sys::signal::kill(pid, signal);
         }
-        if at.elapsed() >= STOP_GRACE {
-            let _ = nix::sys::signal::kill(strace, Signal::SIGKILL);
+        // A command strace has not started yet gets it once it is there.
+        if receivers.is_empty() {
+            Stopping::NotYet
+        } else {
+            Stopping::Passed
         }
     }
-    asked.is_some()
+}
+
+/// Until the replay has `finished`: on a stop signal or at the end of `duration`, ends the
+/// session the way strace itself would be ended, and kills strace if it has not ended
+/// [`wait::STOP_GRACE`] later. Returns whether it asked the session to end.
+fn watch(
+    strace: Pid,
+    target: &Target,
+    duration: Option<Duration>,
+    finished: &AtomicBool,
+) -> Result<bool, Error> {
+    let mut running = Running {
+        strace,
+        target,
+        finished,
+    };
+    match wait::wait(&mut running, Instant::now(), duration)? {
+        End::Ended(()) => Ok(false),
+        End::Stopped { ended, .. } => {
+            if ended.is_none() {
+                let _ = nix::sys::signal::kill(strace, Signal::SIGKILL);
+            }
+            Ok(true)
+        }
+    }
 }
 
 /// The processes strace started (its command), from `/proc/PID/task/PID/children`.

@@ -1,7 +1,10 @@
 //! What every session shares, whichever source counts: the stop signals (SIGINT and
 //! SIGTERM are caught once, for the whole process, and a session takes the request when it
-//! ends) and the running processes a session follows by pidfd. The probe's session
-//! (`trace.rs`) and strace's (`source/strace/run.rs`) both stand on it.
+//! ends), the wait with its end conditions ([`wait`]) and the running processes a session
+//! follows by pidfd. The probe's session (`trace.rs`) and strace's (`source/strace/run.rs`)
+//! both stand on it.
+
+pub(crate) mod wait;
 
 use std::{
     os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
