@@ -170,6 +170,10 @@ pub struct SiteInfo {
     pub branch_since: &'static str,
     /// What releases before `branch_since` do instead (empty when it is empty).
     pub branch_before: &'static str,
+    /// Why no workload can drive one of its arms (empty: the workload's cases drive both,
+    /// as `workload::cases` checks).
+    #[cfg_attr(feature = "user", serde(skip))]
+    pub one_armed: &'static str,
 }
 
 impl SiteInfo {
@@ -206,6 +210,7 @@ const ROW: SiteInfo = SiteInfo {
     source: &[],
     branch_since: "",
     branch_before: "",
+    one_armed: "",
 };
 
 #[cfg(feature = "user")]
@@ -436,6 +441,7 @@ catalogue! {
         syscalls: EPOLL_CTL,
         source: &[written("percpu_counter_compare(&ep->user->epoll_watches")],
         decided: Decided::Exit,
+        one_armed: "taken past the user's fs.epoll.max_user_watches, a quota all of the user's processes share: no workload knows how many watches the others hold, so none can count it exactly",
     }
     EpollTooManyPaths {
         id: "epoll_ctl.too_many_paths",
@@ -448,6 +454,7 @@ catalogue! {
         syscalls: EPOLL_CTL,
         source: &[written("full_check && reverse_path_check(")],
         decided: Decided::Exit,
+        one_armed: "its -EINVAL is also what ep_insert's earlier tests return: a call that takes it is counted unreadable, never taken",
     }
     // fs/file.c: alloc_fd -> find_next_fd.
     FdBelowMax {
@@ -563,6 +570,7 @@ catalogue! {
         decided: Decided::Exit,
         branch_since: "6.15",
         branch_before: "sys_close tests only for the restart errors (-ERESTARTSYS and the like, made -EINTR): no test of retval == 0",
+        one_armed: "not taken only when closing an open file fails (a flush error, such as NFS's -EIO): no local file's close fails",
     }
     // fs/file.c: __fget_light.
     FgetTableShared {
@@ -805,6 +813,7 @@ catalogue! {
         decided: Decided::Exit,
         branch_since: "6.19",
         branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
+        one_armed: "the error field is zero when the test first reads it: no followed syscall sets it before",
     }
     FdPrepareFdFailed {
         id: "fd_prepare.fd_failed",
@@ -847,6 +856,7 @@ catalogue! {
         decided: Decided::Exit,
         branch_since: "6.19",
         branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
+        one_armed: "taken only when the file expression gives NULL (-ENOMEM): every followed syscall's gives a file or an ERR_PTR",
     }
     FdAddOk {
         id: "fd_add.ok",
@@ -889,6 +899,7 @@ catalogue! {
         decided: Decided::Exit,
         branch_since: "6.19",
         branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
+        one_armed: "taken only for a file made and not published: every followed syscall publishes the file it makes or gives an error",
     }
 }
 

@@ -258,6 +258,25 @@ fn assert_attached_log_exact(steps: &str) -> serde_json::Value {
     report
 }
 
+/// Every family's cases (`workload::cases`), each counted exactly from strace on every
+/// site a log decides: run under strace from its exec, or attached to with `auditor
+/// strace -p` after its set-up where it starts with `wait`; but the cases whose counts a
+/// log cannot give (`Case::not_in_log`, tested on their own here).
+#[test]
+#[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
+fn every_case_is_counted_exactly_from_strace() {
+    common::packages::require("strace");
+    common::run_cases(|case| {
+        if !case.not_in_log.is_empty() {
+            eprintln!("not from a log: {}", case.not_in_log);
+        } else if case.attached() {
+            assert_attached_log_exact(case.steps);
+        } else {
+            logged_report(case.steps);
+        }
+    });
+}
+
 #[test]
 #[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
 fn auditor_strace_attaches_to_a_pid() {

@@ -101,204 +101,20 @@ fn poll_arrays_of_every_size_are_counted_whole() {
     );
 }
 
-/// select.n_negative, select.n_clamped, select.bitmaps_on_heap, select.fd_not_open,
-/// select.zero_timeout and select.word_empty, both ways each, and calls that cannot be
-/// decided.
+/// Every family's cases (`workload::cases`: together they take every site both ways, as
+/// the oracle checks), each counted exactly by the probe: from its exec, or attached to
+/// after its set-up where it starts with `wait` (fd allocations are then exact too).
 #[test]
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn select_sites_both_ways() {
-    assert_workload_exact(
-        "select:4:-1 select:3:70 select:2:70:-1 pselect6:5:70:5 pselect6:1:-1 \
-         select:2:5000:0:100 pselect6:1:400 select-sparse:2:300 \
-                 select-ebadf:6 select-efault:2:9 select-efault:1:-1",
-    );
-}
-
-/// poll.nfds_over_rlimit, poll.entries_on_heap, poll.zero_timeout, poll.fd_negative and
-/// poll.fd_not_open, both ways each.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn poll_sites_both_ways() {
-    assert_workload_exact(
-        "poll:3:20:2:1 ppoll:4:40:5:3:-1 poll:2:31:0:0:7 poll:1:0:0 ppoll:2:30:0:30 \
-                 poll-einval:3 poll-efault:2:5",
-    );
-}
-
-/// epoll.bad_args and epoll.zero_timeout, both ways each, through all three syscalls.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn epoll_sites_both_ways() {
-    assert_workload_exact(
-        "epoll_wait:3:4 epoll_pwait:2:1:-1 epoll_pwait2:2:8:5 epoll_pwait2:1:2 \
-                 epoll_wait:2:0 epoll_pwait:1:-3 epoll-ebadf:3",
-    );
-}
-
-/// fget.table_shared: lookups (poll entries, select fds) on a table of its own, then from a
-/// second thread.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn fget_table_shared_both_ways() {
-    assert_workload_exact(
-        "poll:3:8:2 ppoll:1:5:0 select:2:10 thread poll:2:8:0:3 ppoll:1:4:4 pselect6:1:20",
-    );
-}
-
-/// close.ok: closes that succeed, and closes of fds that are not open (EBADF, before the
-/// branch). Its not-taken arm (an open fd whose close fails, e.g. a flush error on NFS)
-/// cannot be driven on a local machine.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn close_ok_and_closes_that_never_reach_it() {
-    assert_workload_exact("close:5:3");
-}
-
-/// Every allocation is followed: 21 through memfd_create, inotify_init1, timerfd_create,
-/// signalfd4, epoll_create and pidfd_open add exactly 21 to fd.below_max (and their
-/// evaluations of the other fd sites), with eventfd, signalfd, inotify_init,
-/// fanotify_init, userfaultfd and pidfd_getfd too.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn every_kind_of_fd_allocation_is_followed() {
-    assert_attached_exact(
-        "wait memfd_create:4 inotify_init1:4 timerfd_create:3 signalfd4:4 epoll_create:3 \
-         pidfd_open:3 eventfd:2 signalfd:1 inotify_init:1 fanotify_init:2 userfaultfd:2 \
-         pidfd_getfd:3",
-    );
-}
-
-/// The FD_PREPARE() sites, both ways where a call can take them: the steps of the strace
-/// test of the same name in `ingest.rs` (opens that publish, fail after the fd, fail for
-/// the fd; accepts with no connection; FD_PREPARE and FD_ADD users).
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn fd_prepare_sites_both_ways() {
-    assert_attached_exact(
-        "wait open:5 open-enoent:3 open-emfile:2 accept-eagain:4 eventfd:2 epoll_create:1 \
-         userfaultfd:1 pidfd_getfd:2 memfd_create:3 signalfd4:1 inotify_init1:1 timerfd_create:1 \
-         close:2:0",
-    );
-}
-
-/// Errors on either side of the allocation, as the kernel orders them: accept4 of a TCP
-/// socket that does not listen (the fd first, then EINVAL) and with a flag it refuses
-/// (EINVAL, no fd); socketpair of a type AF_UNIX refuses (both fds, then EINVAL); openat2
-/// with O_CREAT and RESOLVE_CACHED (EAGAIN from build_open_flags, no fd); open of an
-/// empty name from pages not yet mapped, which the probe reads only at exit (ENOENT, no
-/// fd).
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn errors_before_and_after_the_allocation() {
-    assert_attached_exact(
-        "wait accept-einval:3 accept-badflags:2 socketpair-badtype:2 openat2-cached:2 \
-         open-unmapped:3 open:1",
-    );
-}
-
-/// openat2.size_too_small, openat2.size_too_big and open.bad_flags, both ways each: opens
-/// build_open_flags takes and refuses (O_CREAT | O_DIRECTORY), openat2 of sizes 24, 12,
-/// 8192 and 32 (whose flags test is undecided: the kernel copies bytes the probe does
-/// not read), and with a mode but no O_CREAT; refused calls allocate nothing.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn open_checks_both_ways() {
-    assert_attached_exact(OPEN_CHECKS);
-}
-
-/// fchmodat.bad_flags both ways: chmod and fchmodat (no flags), fchmodat2 with flags it
-/// takes and refuses; in a child too.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn fchmodat_flags_both_ways() {
+fn every_case_is_counted_exactly() {
     require_privileges();
-    auditor::tracefs::ensure_mounted().unwrap();
-    if auditor::tracefs::has_event("syscalls", "sys_enter_fchmodat2") {
-        assert_workload_exact("chmod:3 fchmodat2:5:2 fork fchmodat2:2:1");
-    } else {
-        // Before 6.6 there is no fchmodat2: chmod alone reaches the test, never taken.
-        eprintln!("this kernel has no fchmodat2: chmod alone");
-        assert_workload_exact("chmod:3 fork chmod:2");
-    }
-}
-
-/// fd.past_nr_open and fd.rounded_past_nr_open both ways, with fs.nr_open lowered to 1000
-/// (no power of two) for the test: a table filled at 512 grows to 960, not 1024; one
-/// filled at 970 cannot grow (cut to 960, too small: EMFILE); an fd of 1005 is past
-/// fs.nr_open (EMFILE); and dup3.expand_failed taken, with the same growth's tests: a dup2
-/// onto 970 (cut to 960) and onto 1005 (EBADF); and a fork's copy of the table of 576
-/// fds (1024, cut to 960; a pid target's child is not followed).
-/// RLIMIT_NOFILE is raised to 2048 so that the limit is not what refuses them.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn growth_past_fs_nr_open_both_ways() {
-    require_privileges();
-    common::raise_nofile(2048);
-    let _lowered = common::NrOpenLowered::to(1000);
-    assert_attached_exact(
-        "wait dupfd:1:512 dupfd-emfile:1:970 dupfd-emfile:1:1005 dup2-emfile:3:970 \
-         dup2-emfile:2:1005 fork",
-    );
-}
-
-/// A fork copies the table (`dup_fd`): one whose open fds reach past the 64 it embeds is
-/// allocated as a growth is (fd.rounded_past_nr_open and fd.fdtable_too_large not taken
-/// here, taken past fs.nr_open in `growth_past_fs_nr_open_both_ways`), from a thread too;
-/// the thread's clone3 shares the table and copies nothing; unshare(CLONE_FILES) copies a
-/// shared one.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn a_forked_table_is_copied_as_it_grows() {
-    assert_attached_exact("wait dupfd:1:100 fork");
-    assert_attached_exact("wait dupfd:1:300 thread fork");
-    // unshare(CLONE_FILES) copies only a shared table: not the first, the thread's.
-    assert_attached_exact("wait dupfd:1:100 unshare-files thread unshare-files read:1");
-}
-
-/// epoll_ctl.watches_exhausted and epoll_ctl.too_many_paths: adds within the quota,
-/// nested or not (neither taken), and the adds past 500 wake-up paths of depth 1 from one
-/// eventfd (EINVAL: unreadable, as the return does not tell it from earlier tests').
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn epoll_ctl_sites_both_ways() {
-    assert_attached_exact(EPOLL_CTL_STEPS);
-}
-
-/// The steps of the tests of epoll_ctl's sites (the strace one is in `ingest.rs`).
-const EPOLL_CTL_STEPS: &str = "wait epoll_ctl:5 epoll-paths:502 epoll_ctl:2 epoll-paths:4";
-
-/// fget.light_path_only, fget.rcu_no_file, fget.rcu_path_only, fdget_pos.file,
-/// fdput.cloned, close.not_path_only and fcntl.path_only, both ways each: reads of open
-/// fds, of O_PATH ones and of closed ones, with the table the process's own and then
-/// shared with a thread; fcntl and close of O_PATH fds (and of others, in `close`).
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn fd_state_sites_both_ways() {
-    assert_attached_exact(
-        "wait read:2 opath:3 read-closed:2 close:2:1 thread read:3 opath:2 read-closed:4",
-    );
-}
-
-/// The steps of the tests of the open checks (the strace one is in `ingest.rs`).
-const OPEN_CHECKS: &str = "wait open:3 open-badflags:2 openat2:2:24 openat2:3:12 openat2:1:8192 \
-                           openat2:1:32 openat2-badmode:2 openat2-emptypath:2";
-
-/// dup2.same_fd and dup3.same_fd, both ways each: dup2 of an fd onto itself (returned at
-/// once) and onto another (on to ksys_dup3, not taken there), dup3 onto itself (EINVAL),
-/// onto another, and with a flag refused before the fds are compared; dup3.oldfd_not_open
-/// both ways (dup2 of a closed fd) and dup3.expand_failed not taken; in a child too.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn dup_sites_both_ways() {
-    assert_workload_exact(
-        "dup2:7:3 dup3:9:4:2 dup2-closed:3 fork dup2:2:2 dup3:3:0:3 dup2-closed:1",
-    );
-}
-
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn undecidable_calls_are_counted_as_unreadable() {
-    assert_workload_exact("poll-efault:4:100 select-efault:3:-1 select-efault:2:7 poll:2:8:1");
+    common::run_cases(|case| {
+        if case.attached() {
+            assert_attached_exact(case.steps);
+        } else {
+            assert_workload_exact(case.steps);
+        }
+    });
 }
 
 /// Traces workload `steps` (which must start with `wait`) by pid, attached after its
@@ -379,21 +195,6 @@ fn pid_target_counts_its_threads_and_ends_with_it() {
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn pid_target_whose_main_thread_exited_is_counted_until_its_last_thread_ends() {
     assert_attached_exact("leader-exit wait select:3:-1 poll:5:8:8 ppoll:2:4:1 close:0:2");
-}
-
-/// fd.below_max, fd.fast_path, fd.table_full and fd.emfile on a real sequence: 200 opens
-/// (the table grows from 128 to 256 and 512), scattered closes, opens that refill the
-/// holes, F_DUPFD above next_fd, dup, opens that fail after allocating, opens past
-/// RLIMIT_NOFILE (EMFILE). The workload's own oracle
-/// of the table gives the counts.
-#[test]
-#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
-fn fd_allocation_sequence_matches_the_model() {
-    assert_attached_exact(
-        "wait open:200 close-fd:70 close-fd:71 close-fd:130 close-fd:199 close-fd:260 open:6 \
-         dupfd:2:300 dup:3 open-enoent:2 close:2:0 open-emfile:3 open:1 \
-         accept-eagain:3 open:1 pipe:40 socketpair:2 close-fd:3 pipe:1",
-    );
 }
 
 #[test]

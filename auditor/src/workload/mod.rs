@@ -69,6 +69,7 @@
 //!
 //! The fds it uses are laid out by [`Layout`], the same for every run of the same steps.
 
+pub mod cases;
 mod drive;
 mod expected;
 mod run;

@@ -7,7 +7,10 @@ use std::{collections::BTreeMap, ffi::OsString};
 
 use auditor::{
     tally::Tally,
-    workload::{self, Expected},
+    workload::{
+        self, Expected,
+        cases::{Case, Setup},
+    },
 };
 use auditor_common::{Counts, SITE_COUNT, Site, Syscall, catalogue::Unit};
 
@@ -84,19 +87,19 @@ pub fn nr_open() -> u32 {
         .unwrap()
 }
 
-/// fs.nr_open lowered for a test, restored when dropped.
-pub struct NrOpenLowered(u32);
+/// fs.nr_open set for a test, restored when dropped.
+pub struct NrOpenSet(u32);
 
-impl NrOpenLowered {
-    pub fn to(value: u32) -> NrOpenLowered {
+impl NrOpenSet {
+    pub fn to(value: u32) -> NrOpenSet {
         let saved = nr_open();
         std::fs::write("/proc/sys/fs/nr_open", value.to_string())
             .expect("fs.nr_open can be written (as root)");
-        NrOpenLowered(saved)
+        NrOpenSet(saved)
     }
 }
 
-impl Drop for NrOpenLowered {
+impl Drop for NrOpenSet {
     fn drop(&mut self) {
         std::fs::write("/proc/sys/fs/nr_open", self.0.to_string()).unwrap();
     }
@@ -111,6 +114,79 @@ pub fn raise_nofile(fds: u64) {
         "the hard RLIMIT_NOFILE ({hard}) is below {fds}"
     );
     setrlimit(Resource::RLIMIT_NOFILE, soft.max(fds), hard).unwrap();
+}
+
+/// The machine as a case needs it, while this lives; this process's RLIMIT_NOFILE back as
+/// it was when dropped.
+pub struct Prepared {
+    nr_open: Option<NrOpenSet>,
+    nofile: (u64, u64),
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        use nix::sys::resource::{Resource, setrlimit};
+        // fs.nr_open first: a hard limit past it cannot be set.
+        drop(self.nr_open.take());
+        let (soft, hard) = self.nofile;
+        setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
+    }
+}
+
+/// Sets the machine up as `case` needs it; None (said on stderr) where this kernel lacks
+/// the tracepoint it needs.
+pub fn prepare(case: &Case) -> Option<Prepared> {
+    if let Some(event) = case.needs_event {
+        auditor::tracefs::ensure_mounted().unwrap();
+        if !auditor::tracefs::has_event("syscalls", event) {
+            eprintln!("case `{}` left out: this kernel has no {event}", case.name);
+            return None;
+        }
+    }
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let nofile = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    let nr_open = match case.setup {
+        Setup::Nothing => None,
+        Setup::NrOpen {
+            nr_open: wanted,
+            nofile: wanted_nofile,
+        } => {
+            // Past the hard limit only with CAP_SYS_RESOURCE (this machine's root may lack
+            // it; a guest's has it): then the case cannot run here.
+            if wanted_nofile > nofile.1 {
+                let set = NrOpenSet::to(wanted.max(nr_open()));
+                if let Err(error) = setrlimit(Resource::RLIMIT_NOFILE, wanted_nofile, wanted_nofile)
+                {
+                    eprintln!(
+                        "case `{}` left out: RLIMIT_NOFILE cannot be raised to {wanted_nofile} \
+                         here ({error}: raising the hard limit takes CAP_SYS_RESOURCE)",
+                        case.name
+                    );
+                    return None;
+                }
+                drop(set);
+            }
+            raise_nofile(wanted_nofile);
+            Some(NrOpenSet::to(wanted))
+        }
+    };
+    Some(Prepared { nr_open, nofile })
+}
+
+/// Runs `run` on every case of every family (`workload::cases`), set up as each needs, and
+/// fails naming every case that failed (each failure's own message is above it).
+pub fn run_cases(run: impl Fn(&Case)) {
+    let mut failed = Vec::new();
+    for case in workload::cases::all() {
+        let Some(_prepared) = prepare(case) else {
+            continue;
+        };
+        eprintln!("case `{}`: {}", case.name, case.steps);
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(case))).is_err() {
+            failed.push(case.name);
+        }
+    }
+    assert!(failed.is_empty(), "cases not counted exactly: {failed:?}");
 }
 
 /// Shared libraries the dynamic loader loads for the workload after exec, before its code

@@ -49,6 +49,7 @@ pub const PACKAGES: &[Package] = &[
             "a_dup2_of_a_closed_fd_is_unreadable_from_a_log",
             "a_workload_log_gives_the_exact_counts",
             "auditor_strace_attaches_to_a_pid",
+            "every_case_is_counted_exactly_from_strace",
             "auditor_strace_runs_strace_and_counts_the_same",
             "auditor_strace_with_stacks_names_the_code_that_took_the_rare_arm",
             "dup_sites_both_ways_from_a_log",

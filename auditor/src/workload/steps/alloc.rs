@@ -5,7 +5,7 @@ use std::{fmt, os::fd::IntoRawFd};
 
 use auditor_common::{Site, Syscall};
 
-use super::Family;
+use super::{Case, Family, Setup};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Prepared, Table},
@@ -86,6 +86,93 @@ pub const ANON: [Syscall; 11] = [
     Syscall::InotifyInit1,
     Syscall::FanotifyInit,
     Syscall::Userfaultfd,
+];
+
+/// Why a case with a dup2 that fails with EBADF is not in a log.
+pub const DUP2_EBADF: &str = "a dup2 that fails with EBADF: a log does not say whether oldfd was not open or the table could not grow (dup3.oldfd_not_open unreadable: ingest.rs, `dup_sites_both_ways_from_a_log`)";
+
+/// The allocation family's cases.
+pub const CASES: &[Case] = &[
+    // Every allocation is followed: memfd_create, inotify_init1, timerfd_create,
+    // signalfd4, epoll_create, pidfd_open, eventfd, signalfd, inotify_init,
+    // fanotify_init, userfaultfd and pidfd_getfd each add their evaluations of the fd
+    // sites (fanotify_init and userfaultfd need root).
+    Case::new(
+        "every kind of fd allocation",
+        "wait memfd_create:4 inotify_init1:4 timerfd_create:3 signalfd4:4 epoll_create:3 \
+         pidfd_open:3 eventfd:2 signalfd:1 inotify_init:1 fanotify_init:2 userfaultfd:2 \
+         pidfd_getfd:3",
+    ),
+    // The FD_PREPARE() sites, both ways where a call can take them: opens that publish,
+    // fail after the fd, fail for the fd; accepts with no connection; FD_PREPARE and
+    // FD_ADD users.
+    Case::new(
+        "fd_prepare sites",
+        "wait open:5 open-enoent:3 open-emfile:2 accept-eagain:4 eventfd:2 epoll_create:1 \
+         userfaultfd:1 pidfd_getfd:2 memfd_create:3 signalfd4:1 inotify_init1:1 \
+         timerfd_create:1 close:2:0",
+    ),
+    // Errors on either side of the allocation, as the kernel orders them: accept4 of a
+    // TCP socket that does not listen (the fd first, then EINVAL) and with a flag it
+    // refuses (EINVAL, no fd); socketpair of a type AF_UNIX refuses (both fds, then
+    // EINVAL); openat2 with O_CREAT and RESOLVE_CACHED (EAGAIN from build_open_flags, no
+    // fd); open of an empty name from pages not yet mapped, which the probe reads only at
+    // exit (ENOENT, no fd).
+    Case::new(
+        "errors before and after the allocation",
+        "wait accept-einval:3 accept-badflags:2 socketpair-badtype:2 openat2-cached:2 \
+         open-unmapped:3 open:1",
+    ),
+    // openat2.size_too_small, openat2.size_too_big and open.bad_flags, both ways each:
+    // opens build_open_flags takes and refuses (O_CREAT | O_DIRECTORY), openat2 of sizes
+    // 24, 12, 8192 and 32 (whose flags test is undecided: the kernel copies bytes the
+    // probe does not read), and with a mode but no O_CREAT; refused calls allocate
+    // nothing.
+    Case::new(
+        "open checks",
+        "wait open:3 open-badflags:2 openat2:2:24 openat2:3:12 openat2:1:8192 openat2:1:32 \
+         openat2-badmode:2 openat2-emptypath:2",
+    ),
+    // fd.below_max, fd.fast_path, fd.table_full and fd.emfile on a real sequence: 200
+    // opens (the table grows from 128 to 256 and 512), scattered closes, opens that refill
+    // the holes (then find the rest of their word full: no fast path), F_DUPFD above
+    // next_fd, dup, opens that fail after allocating, opens past RLIMIT_NOFILE (EMFILE).
+    Case::new(
+        "an allocation sequence",
+        "wait open:200 close-fd:70 close-fd:71 close-fd:130 close-fd:199 close-fd:260 open:6 \
+         dupfd:2:300 dup:3 open-enoent:2 close:2:0 open-emfile:3 open:1 accept-eagain:3 \
+         open:1 pipe:40 socketpair:2 close-fd:3 pipe:1",
+    ),
+    // fd.past_nr_open and fd.rounded_past_nr_open both ways, with fs.nr_open at 1000: a
+    // table filled at 512 grows to 960, not 1024; one filled at 970 cannot grow (cut to
+    // 960, too small: EMFILE); an fd of 1005 is past fs.nr_open (EMFILE); and
+    // dup3.expand_failed taken, with the same growth's tests: a dup2 onto 970 (cut to
+    // 960) and onto 1005 (EBADF); and a fork's copy of the table of 576 fds (1024, cut
+    // to 960; a pid target's child is not followed).
+    // fs.nr_open at 1000 (no power of two, to see the growth cut to it).
+    Case {
+        setup: Setup::NrOpen {
+            nr_open: 1000,
+            nofile: 2048,
+        },
+        not_in_log: DUP2_EBADF,
+        ..Case::new(
+            "growth past fs.nr_open",
+            "wait dupfd:1:512 dupfd-emfile:1:970 dupfd-emfile:1:1005 dup2-emfile:3:970 \
+             dup2-emfile:2:1005 fork",
+        )
+    },
+    // fd.fdtable_too_large taken: a dup2 onto fd 2^27, with fs.nr_open and RLIMIT_NOFILE
+    // at 2^28, grows the table to 2^28 slots, whose 2 GiB array alloc_fdtable refuses
+    // before allocating anything (EMFILE, which dup2 returns as EBADF).
+    Case {
+        setup: Setup::NrOpen {
+            nr_open: 1 << 28,
+            nofile: 1 << 28,
+        },
+        not_in_log: DUP2_EBADF,
+        ..Case::new("a table too large", "wait dup2-emfile:1:134217728")
+    },
 ];
 
 impl Family for Alloc {

@@ -5,7 +5,7 @@ use std::fmt;
 
 use auditor_common::{Site, Syscall};
 
-use super::Family;
+use super::{Case, Family};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -22,6 +22,22 @@ pub enum Chmod {
 }
 
 const MISSING: &std::ffi::CStr = c"/nonexistent/auditor-workload";
+
+/// The chmod family's cases: fchmodat.bad_flags both ways: chmod and fchmodat (no
+/// flags), fchmodat2 with flags it takes and refuses; in a child too. Before 6.6 there is
+/// no fchmodat2: chmod alone reaches the test, never taken.
+pub const CASES: &[Case] = &[
+    Case {
+        needs_event: Some("sys_enter_fchmodat2"),
+        not_in_log: "Debian's strace 6.1 does not know fchmodat2, so its calls are not \
+                     counted (ingest.rs, `fchmodat_flags_from_a_log`)",
+        ..Case::new(
+            "fchmodat2 flags",
+            "chmod:3 fchmodat2:5:2 fork fchmodat2:2:1",
+        )
+    },
+    Case::new("chmod without flags", "chmod:3 fork chmod:2"),
+];
 
 impl Family for Chmod {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Chmod>, StepError> {

@@ -4,7 +4,7 @@ use std::{fmt, os::fd::IntoRawFd};
 
 use auditor_common::{Site, Syscall};
 
-use super::Family;
+use super::{Case, Family};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Prepared, Table},
@@ -26,6 +26,21 @@ pub enum Close {
     /// `read:CALLS`: reads of fd 3 (/dev/null: nothing to read).
     Read { calls: u32 },
 }
+
+/// The close family's cases.
+pub const CASES: &[Case] = &[
+    // close.ok: closes that succeed, and closes of fds that are not open (EBADF, before
+    // the branch).
+    Case::new("closes", "close:5:3"),
+    // fget.light_path_only, fget.rcu_no_file, fget.rcu_path_only, fdget_pos.file,
+    // fdput.cloned, close.not_path_only and fcntl.path_only, both ways each: reads of open
+    // fds, of O_PATH ones and of closed ones, with the table the process's own and then
+    // shared with a thread; fcntl and close of O_PATH fds (and of others, in `close`).
+    Case::new(
+        "fd state",
+        "wait read:2 opath:3 read-closed:2 close:2:1 thread read:3 opath:2 read-closed:4",
+    ),
+];
 
 impl Family for Close {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Close>, StepError> {

@@ -4,7 +4,7 @@ use std::{fmt, os::fd::RawFd};
 
 use auditor_common::{Site, Syscall};
 
-use super::Family;
+use super::{Case, Family};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -32,6 +32,19 @@ pub enum Dup {
     /// size rounded up is cut back below NEWFD.
     Dup2PastNrOpen { calls: u32, newfd: u32 },
 }
+
+/// The dup family's cases: dup2.same_fd and dup3.same_fd, both ways each: dup2 of an fd
+/// onto itself (returned at once) and onto another (on to ksys_dup3, not taken there),
+/// dup3 onto itself (EINVAL), onto another, and with a flag refused before the fds are
+/// compared; dup3.oldfd_not_open both ways (dup2 of a closed fd) and dup3.expand_failed
+/// not taken; in a child too.
+pub const CASES: &[Case] = &[Case {
+    not_in_log: super::alloc::DUP2_EBADF,
+    ..Case::new(
+        "dup sites",
+        "dup2:7:3 dup3:9:4:2 dup2-closed:3 fork dup2:2:2 dup3:3:0:3 dup2-closed:1",
+    )
+}];
 
 impl Family for Dup {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Dup>, StepError> {

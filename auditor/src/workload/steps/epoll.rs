@@ -4,7 +4,7 @@ use std::fmt;
 
 use auditor_common::{Site, Syscall};
 
-use super::{Family, pointer, timeout, timespec};
+use super::{Case, Family, pointer, timeout, timespec};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Prepared, Table},
@@ -48,6 +48,23 @@ impl Epoll {
         matches!(self, Epoll::Wait { .. })
     }
 }
+
+/// The epoll family's cases.
+pub const CASES: &[Case] = &[
+    // epoll.bad_args and epoll.zero_timeout, both ways each, through all three syscalls.
+    Case::new(
+        "epoll_wait sites",
+        "epoll_wait:3:4 epoll_pwait:2:1:-1 epoll_pwait2:2:8:5 epoll_pwait2:1:2 epoll_wait:2:0 \
+         epoll_pwait:1:-3 epoll-ebadf:3",
+    ),
+    // epoll_ctl.watches_exhausted and epoll_ctl.too_many_paths: adds within the quota,
+    // nested or not (neither taken), and the adds past 500 wake-up paths of depth 1 from
+    // one eventfd (EINVAL: unreadable, as the return does not tell it from earlier tests').
+    Case::new(
+        "epoll_ctl sites",
+        "wait epoll_ctl:5 epoll-paths:502 epoll_ctl:2 epoll-paths:4",
+    ),
+];
 
 impl Family for Epoll {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Epoll>, StepError> {

@@ -20,6 +20,73 @@ use super::{
     run::{Fds, Result},
 };
 
+/// A workload of known calls that drives sites both ways (`cases.rs` runs every family's),
+/// and what it takes to run it.
+#[derive(Debug)]
+pub struct Case {
+    /// What it drives, as a failure names it.
+    pub name: &'static str,
+    /// The steps. A case that starts with `wait` is traced attached to after its set-up
+    /// (its fd allocations are then counted exactly); the others from their exec.
+    pub steps: &'static str,
+    /// What the machine is set to while it runs.
+    pub setup: Setup,
+    /// The `syscalls` tracepoint it needs (a syscall newer than some kernels): where the
+    /// kernel lacks it, the case is left out (and another case covers that kernel).
+    pub needs_event: Option<&'static str>,
+    /// Why a strace log of it cannot give its exact counts (empty: it can); the strace
+    /// source's own test of such a case says what the log gives instead.
+    pub not_in_log: &'static str,
+}
+
+/// What a case sets the machine to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setup {
+    /// Nothing.
+    Nothing,
+    /// `fs.nr_open` set to `nr_open`, and RLIMIT_NOFILE raised to `nofile` (past the fds
+    /// the case names, so that the limit is not what refuses them).
+    NrOpen { nr_open: u32, nofile: u64 },
+}
+
+impl Case {
+    /// A case of `steps` that needs nothing.
+    pub const fn new(name: &'static str, steps: &'static str) -> Case {
+        Case {
+            name,
+            steps,
+            setup: Setup::Nothing,
+            needs_event: None,
+            not_in_log: "",
+        }
+    }
+
+    /// Traced attached to after its set-up, not from its exec.
+    pub fn attached(&self) -> bool {
+        self.steps.starts_with("wait")
+    }
+
+    /// fs.nr_open while it runs, on a machine whose own is `machine`.
+    pub fn nr_open(&self, machine: u32) -> u32 {
+        match self.setup {
+            Setup::Nothing => machine,
+            Setup::NrOpen { nr_open, .. } => nr_open,
+        }
+    }
+}
+
+/// Every family's cases (`CASES` in its module).
+pub const CASES: [&[Case]; 8] = [
+    select::CASES,
+    poll::CASES,
+    epoll::CASES,
+    close::CASES,
+    alloc::CASES,
+    dup::CASES,
+    chmod::CASES,
+    task::CASES,
+];
+
 /// What every family of steps knows of its own.
 pub(super) trait Family: Sized + fmt::Display {
     /// The step written `kind:FIELDS`, if `kind` is one of this family's (else None).

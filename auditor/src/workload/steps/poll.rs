@@ -4,7 +4,7 @@ use std::fmt;
 
 use auditor_common::{Site, Syscall};
 
-use super::{Family, UNMAPPED, pointer, timeout, timespec};
+use super::{Case, Family, UNMAPPED, pointer, timeout, timespec};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -45,6 +45,28 @@ impl Poll {
         }
     }
 }
+
+/// The poll family's cases.
+pub const CASES: &[Case] = &[
+    // poll.nfds_over_rlimit, poll.entries_on_heap, poll.zero_timeout, poll.fd_negative and
+    // poll.fd_not_open, both ways each.
+    Case::new(
+        "poll sites",
+        "poll:3:20:2:1 ppoll:4:40:5:3:-1 poll:2:31:0:0:7 poll:1:0:0 ppoll:2:30:0:30 \
+         poll-einval:3 poll-efault:2:5",
+    ),
+    // fget.table_shared: lookups (poll entries, select fds) on a table of its own, then
+    // from a second thread.
+    Case::new(
+        "lookups on a shared table",
+        "poll:3:8:2 ppoll:1:5:0 select:2:10 thread poll:2:8:0:3 ppoll:1:4:4 pselect6:1:20",
+    ),
+    // Arrays the kernel cannot read (EFAULT): every entry or word unreadable.
+    Case::new(
+        "undecidable calls",
+        "poll-efault:4:100 select-efault:3:-1 select-efault:2:7 poll:2:8:1",
+    ),
+];
 
 impl Family for Poll {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Poll>, StepError> {

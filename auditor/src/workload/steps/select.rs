@@ -4,7 +4,7 @@ use std::fmt;
 
 use auditor_common::{Site, Syscall};
 
-use super::{Family, UNMAPPED, pointer, timeout, timespec};
+use super::{Case, Family, UNMAPPED, pointer, timeout, timespec};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -51,6 +51,15 @@ impl Select {
         }
     }
 }
+
+/// The select family's cases: select.n_negative, select.n_clamped,
+/// select.bitmaps_on_heap, select.fd_not_open, select.zero_timeout and select.word_empty,
+/// both ways each, and calls that cannot be decided.
+pub const CASES: &[Case] = &[Case::new(
+    "select sites",
+    "select:4:-1 select:3:70 select:2:70:-1 pselect6:5:70:5 pselect6:1:-1 select:2:5000:0:100 \
+     pselect6:1:400 select-sparse:2:300 select-ebadf:6 select-efault:2:9 select-efault:1:-1",
+)];
 
 impl Family for Select {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Select>, StepError> {

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::Family;
+use super::{Case, Family};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -23,6 +23,24 @@ pub enum Task {
     /// of its own (`dup_fd`); an unshared table stays as it is.
     UnshareFiles,
 }
+
+/// The task family's cases: a fork copies the table (`dup_fd`): one whose open fds reach
+/// past the 64 it embeds is allocated as a growth is (fd.rounded_past_nr_open and
+/// fd.fdtable_too_large not taken here, taken past fs.nr_open in the allocation family's
+/// `growth past fs.nr_open`), from a thread too; the thread's clone3 shares the table and
+/// copies nothing; unshare(CLONE_FILES) copies only a shared table: not the first, the
+/// thread's.
+pub const CASES: &[Case] = &[
+    Case::new("a forked table's copy", "wait dupfd:1:100 fork"),
+    Case::new(
+        "a copy forked from a thread",
+        "wait dupfd:1:300 thread fork",
+    ),
+    Case::new(
+        "a copy by unshare",
+        "wait dupfd:1:100 unshare-files thread unshare-files read:1",
+    ),
+];
 
 impl Family for Task {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Task>, StepError> {
