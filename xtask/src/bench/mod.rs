@@ -3,6 +3,7 @@
 
 mod ingest;
 mod probe;
+mod quiet;
 
 #[derive(clap::Subcommand)]
 pub enum Bench {

@@ -20,7 +20,10 @@ use std::{
 use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
-use super::median;
+use super::{
+    median,
+    quiet::{self, BpfObjects},
+};
 use crate::{build, exec, fixtures, workspace_root};
 
 #[derive(clap::Args)]
@@ -326,27 +329,24 @@ impl Beside {
     }
 }
 
-/// Waits (up to 10 s) until no auditor process is left: the helper that detaches a
-/// session's probe after the auditor exits makes the kernel wait out RCU grace periods
-/// for two seconds, which would be measured as the next run's cost.
-fn wait_for_detaching(tools: &Tools) {
-    let ours = |exe: &Path| {
-        std::iter::once(&tools.auditor)
-            .chain(&tools.baseline)
-            .any(|auditor| exe == auditor)
-    };
+/// How long an earlier run's BPF objects may take to go before the bench gives up.
+const TEARDOWN_LIMIT: Duration = Duration::from_secs(60);
+
+/// The window before each run in which the machine's CPU use is measured.
+const QUIET_WINDOW: Duration = Duration::from_millis(300);
+
+/// Above this share of the CPUs' time used by other work, a run is on a busy machine.
+const BUSY: f64 = 0.10;
+
+/// Waits (up to 10 s) for a window in which other work used at most [`BUSY`] of the CPUs;
+/// the share of the last window measured.
+fn quiet_moment() -> f64 {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        let running = std::fs::read_dir("/proc").is_ok_and(|entries| {
-            entries
-                .flatten()
-                .filter_map(|entry| std::fs::read_link(entry.path().join("exe")).ok())
-                .any(|exe| ours(&exe))
-        });
-        if !running {
-            return;
+    loop {
+        let share = quiet::busy_share(QUIET_WINDOW);
+        if share <= BUSY || Instant::now() >= deadline {
+            return share;
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -477,12 +477,23 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             WORKLOADS.map(|w| w.0)
         );
     }
+    // What is loaded before any session: each run waits until everything loaded since is
+    // gone, so that none is measured inside an earlier session's teardown.
+    let before = BpfObjects::now().context("listing the loaded BPF programs (bpf(2))")?;
+    let mut teardowns = Vec::new();
+    let mut settle = || -> anyhow::Result<()> {
+        teardowns.push(seconds(quiet::wait_for_teardown(&before, TEARDOWN_LIMIT)?));
+        Ok(())
+    };
     // figures[config][workload] = ns per call, one per repetition.
     let mut figures: BTreeMap<&str, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
     let (mut attach_beside, mut stop_beside) = (Vec::new(), Vec::new());
+    let mut machine_by_rep = Vec::new();
     for rep in 0..options.reps {
-        eprintln!("repetition {} of {}", rep + 1, options.reps);
+        let load = quiet::load_average();
+        let mut busiest: f64 = 0.0;
         for &config in &configs {
+            busiest = busiest.max(quiet_moment());
             let result = if config == Config::Untargeted {
                 let (beside, attached) = Beside::start(&tools)?;
                 let result = run_line(&bench, workloads.len());
@@ -492,7 +503,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             } else {
                 run_line(&tools.command(config, &bench), workloads.len())?
             };
-            wait_for_detaching(&tools);
+            settle()?;
             for (workload, ns) in result {
                 figures
                     .entry(config.name())
@@ -502,6 +513,15 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
                     .push(ns);
             }
         }
+        eprintln!(
+            "repetition {} of {}: load {load:.2} before it; other work used at most {:.0}% of \
+             the CPUs before its runs{}",
+            rep + 1,
+            options.reps,
+            busiest * 100.0,
+            if busiest > BUSY { " (busy)" } else { "" }
+        );
+        machine_by_rep.push((load, busiest));
     }
 
     let mut sessions = BTreeMap::new();
@@ -533,8 +553,9 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     for (name, prefix) in &prefixes {
         let (mut starts, mut stops) = (Vec::new(), Vec::new());
         for _ in 0..options.reps.min(5) {
+            quiet_moment();
             let (start, stop) = stamped(&tools, prefix)?;
-            wait_for_detaching(&tools);
+            settle()?;
             starts.push(seconds(start));
             stops.push(seconds(stop));
         }
@@ -589,6 +610,34 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             }));
         }
     }
+    let busy: Vec<String> = machine_by_rep
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, busiest))| *busiest > BUSY)
+        .map(|(rep, (_, busiest))| format!("{} ({:.0}%)", rep + 1, busiest * 100.0))
+        .collect();
+    let loads: Vec<String> = machine_by_rep
+        .iter()
+        .map(|(load, _)| format!("{load:.2}"))
+        .collect();
+    println!(
+        "\nmachine: load before each repetition {}; repetitions run on a busy machine (other \
+         work above {:.0}% of the CPUs in the {} ms before a run): {}",
+        loads.join(", "),
+        BUSY * 100.0,
+        QUIET_WINDOW.as_millis(),
+        if busy.is_empty() {
+            "none".to_string()
+        } else {
+            busy.join(", ")
+        }
+    );
+    println!(
+        "teardown: each run waited for the BPF programs and links of the one before to be \
+         gone: median {:.2} s, at most {:.2} s",
+        median(&teardowns),
+        teardowns.iter().copied().fold(0.0, f64::max)
+    );
     println!("\nsessions (medians of {}):", options.reps.min(5));
     let mut session_json = Vec::new();
     for (name, (starts, stops)) in &sessions {
@@ -627,6 +676,10 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         "workloads": workloads.iter().map(|(n, w)| json!({"name": n, "what": w})).collect::<Vec<_>>(),
         "results": rows,
         "sessions": session_json,
+        "repetitions": machine_by_rep.iter().map(|(load, busiest)| json!({
+            "load_average": load, "busy_share_before_runs": busiest, "busy": *busiest > BUSY,
+        })).collect::<Vec<_>>(),
+        "teardown_s": teardowns,
     });
     let path: &Path = &options.json;
     std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
