@@ -442,7 +442,8 @@ struct TraceArgs {
     /// Trace every process on the system but the auditor.
     #[arg(long, conflicts_with_all = ["pids", "comms", "thread_comms", "workload"])]
     all: bool,
-    /// Run a bundled workload: `default`, or steps such as "poll:100:1024:64 select:10:-1".
+    /// Run a bundled workload: `default`, or steps such as "poll:100:1024:64 select:10:-1"
+    /// (`auditor-workload --help` lists them).
     #[arg(
         long,
         value_name = "NAME|STEPS",

@@ -101,32 +101,48 @@ fn generated_block(
     (path, readme, start, stop)
 }
 
-#[test]
-fn the_sites_page_lists_the_catalogue() {
-    let (path, readme, start, end) = generated_block("docs/sites.md", BEGIN, END);
-    let table = generated();
+/// The text between `begin` and `end` in page `name` is `text`, or, with
+/// AUDITOR_WRITE_README set, becomes it. The page's text between them, if checked.
+fn generated_text(name: &str, begin: &str, end: &str, text: &str) -> Option<String> {
+    let (path, page, start, stop) = generated_block(name, begin, end);
     if std::env::var_os("AUDITOR_WRITE_README").is_some() {
-        let written = format!("{}{table}{}", &readme[..start], &readme[end..]);
+        let written = format!("{}{text}{}", &page[..start], &page[stop..]);
         std::fs::write(&path, written).unwrap();
-        return;
+        return None;
     }
     assert_eq!(
-        readme[start..end],
-        table,
+        page[start..stop],
+        *text,
         "{} is stale: run `AUDITOR_WRITE_README=1 cargo test -p auditor --test readme`",
         path.display()
     );
+    Some(page[start..stop].to_string())
+}
+
+#[test]
+fn the_sites_page_lists_the_catalogue() {
+    let Some(table) = generated_text("docs/sites.md", BEGIN, END, &generated()) else {
+        return;
+    };
     // Every row is one of the catalogue's, once.
     for site in SITES {
         assert_eq!(
-            readme[start..end]
-                .matches(&format!("| `{}` |", site.id))
-                .count(),
+            table.matches(&format!("| `{}` |", site.id)).count(),
             1,
             "{}",
             site.id
         );
     }
+}
+
+const STEPS_BEGIN: &str = "<!-- steps:begin (generated: AUDITOR_WRITE_README=1 cargo test -p auditor --test readme) -->\n";
+const STEPS_END: &str = "<!-- steps:end -->\n";
+
+/// The guide's list of workload steps is the one the steps' forms make.
+#[test]
+fn the_guides_workload_steps_are_the_forms() {
+    let steps = auditor::workload::grammar();
+    generated_text("docs/guide.md", STEPS_BEGIN, STEPS_END, &steps);
 }
 
 /// The PromQL the guide gives for the share against the hint is the one

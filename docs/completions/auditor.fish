@@ -37,7 +37,7 @@ complete -c auditor -n "__fish_auditor_needs_command" -f -a "help" -d 'Print thi
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -s p -l pid -d 'Trace this running process (threads included); repeatable' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l comm -d 'Trace processes with this name, as `ps` and `pgrep` show it (the name of the process\'s main thread), with all their threads; repeatable' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l thread-comm -d 'Trace the threads that carry this name themselves (as `ps -L` shows it); repeatable' -r
-complete -c auditor -n "__fish_auditor_using_subcommand trace" -l workload -d 'Run a bundled workload: `default`, or steps such as "poll:100:1024:64 select:10:-1"' -r
+complete -c auditor -n "__fish_auditor_using_subcommand trace" -l workload -d 'Run a bundled workload: `default`, or steps such as "poll:100:1024:64 select:10:-1" (`auditor-workload --help` lists them)' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l duration -d 'Stop after this long (e.g. 30s, 500ms, 1h30m); a started command gets SIGTERM' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l propose -d 'Judge this hint instead of the catalogue\'s, as a patch would change it, e.g. `select.fd_not_open=unlikely`; repeatable' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l site -d 'Show only this site (e.g. poll.fd_negative); repeatable. For a commit message' -r

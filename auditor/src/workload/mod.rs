@@ -2,70 +2,10 @@
 //! counts each site must show for them. The bundled `auditor-workload` binary runs them;
 //! `auditor trace` with no target runs [`DEFAULT`]; tests use them to check exact counts.
 //!
-//! A workload is a list of steps. TIMEOUT_MS is 0 when left out, and negative means none
-//! (NULL); fds polled or selected are open (on /dev/null, so always readable) unless a
-//! step says otherwise.
-//! - `select:CALLS:N[:TIMEOUT_MS[:FDS]]`, `pselect6:…`: calls with `n`; the read set holds
-//!   fds 3..min(N, FDS) (FDS defaults to N; a smaller one lets N exceed the fd table).
-//! - `select-sparse:CALLS:N`: selects with `n` whose read set holds only fd N - 1.
-//! - `select-efault:CALLS:N`: selects whose timeout is unmapped (EFAULT, undecidable).
-//! - `select-ebadf:CALLS`: selects naming an fd that is not open (EBADF).
-//! - `poll:CALLS:NFDS:NEGATIVE[:NOTOPEN[:TIMEOUT_MS]]`, `ppoll:…`: calls of NFDS entries,
-//!   NEGATIVE of them with fd = -1 and NOTOPEN with an fd that is not open.
-//! - `poll-efault:CALLS:NFDS`: polls of an unmapped array (EFAULT: every entry undecidable).
-//! - `poll-einval:CALLS`: polls of more entries than RLIMIT_NOFILE (EINVAL).
-//! - `epoll_wait:CALLS:MAXEVENTS[:TIMEOUT_MS]`, `epoll_pwait:…`, `epoll_pwait2:…`: waits
-//!   on an epoll fd with one ready eventfd (MAXEVENTS <= 0 is refused with EINVAL).
-//! - `epoll-ebadf:CALLS`: epoll_wait on an fd that is not open (EBADF).
-//! - `epoll_ctl:CALLS`: an epoll fd and CALLS eventfds added to it (EPOLL_CTL_ADD).
-//! - `epoll-paths:EPOLLS`: an eventfd watched by EPOLLS epoll fds, each then added to one
-//!   more (EINVAL for the 501st and later: too many wake-up paths of depth 1).
-//! - `close:OK:BAD`: OK closes of fds opened for it, BAD closes of fd -1 (EBADF).
-//! - `open:CALLS`, `dup:CALLS`, `dupfd:CALLS:START`: allocations (openat of /dev/null, dup
-//!   of fd 3, fcntl F_DUPFD from START) whose fds stay open.
-//! - `open-enoent:CALLS`: opens of a missing path (the fd is allocated, then released).
-//! - `open-emfile:CALLS`: opens with RLIMIT_NOFILE lowered to the first free fd (EMFILE).
-//! - `open-unmapped:CALLS`: opens of "" from pages never touched (ENOENT before the fd;
-//!   the name cannot be read before the kernel's copy).
-//! - `dupfd-emfile:CALLS:START`: fcntl F_DUPFD from START that fail with EMFILE (START
-//!   past fs.nr_open, below RLIMIT_NOFILE).
-//! - `open-badflags:CALLS`: opens with O_CREAT | O_DIRECTORY (EINVAL before the fd).
-//! - `openat2:CALLS:SIZE`: openat2 of /dev/null with `usize` SIZE (below 24: EINVAL, over
-//!   4096: E2BIG, else the fds stay open); `openat2-badmode:CALLS`: with a mode and no
-//!   O_CREAT (EINVAL before the fd); `openat2-emptypath:CALLS`: with bit 26 (7.2's
-//!   O_EMPTYPATH; 6.18 refuses it, 6.12 and older strip it), checked against the kernel.
-//! - `close-fd:FD`: close of one fd the workload opened.
-//! - `opath:CALLS`: an O_PATH open of /dev/null, a read of it (EBADF), an fcntl F_GETFD
-//!   of it and its close, CALLS times.
-//! - `read-closed:CALLS`: reads of an fd that is not open (EBADF); `read:CALLS`: reads of
-//!   fd 3 (/dev/null).
-//! - `dup2:CALLS:SAME`: dup2 calls, SAME of them of fd 3 onto itself, the others of fd 3
-//!   onto fd 4 (which stays open: the fd table does not change).
-//! - `dup3:CALLS:SAME[:BADFLAGS]`: dup3 calls, SAME of them of fd 3 onto itself (EINVAL),
-//!   BADFLAGS of them of fd 3 onto itself with a flag dup3 refuses first (EINVAL), the
-//!   others of fd 3 onto fd 4.
-//! - `dup2-closed:CALLS`: dup2 of an fd that is not open onto fd 4 (EBADF).
-//! - `dup2-emfile:CALLS:NEWFD`: dup2 of fd 3 onto NEWFD where the table cannot grow (EBADF).
-//! - `accept-eagain:CALLS`: a listening socket on 127.0.0.1, then accepts with nothing to
-//!   accept (EAGAIN, after the fd was allocated).
-//! - `pipe:CALLS`, `socketpair:CALLS`: pipe2 and socketpair calls, two fds each, kept open.
-//! - `eventfd:CALLS`, `epoll_create:CALLS`, `timerfd_create:CALLS`, `signalfd:CALLS`,
-//!   `signalfd4:CALLS`, `memfd_create:CALLS`, `pidfd_open:CALLS`, `inotify_init:CALLS`,
-//!   `inotify_init1:CALLS`, `fanotify_init:CALLS`, `userfaultfd:CALLS`: calls that each
-//!   allocate an fd of their kind, kept open (fanotify_init and userfaultfd need root).
-//! - `pidfd_getfd:CALLS`: a pidfd of the workload, then CALLS copies of fd 3 through it.
-//! - `chmod:CALLS`: CALLS chmod and CALLS fchmodat calls of a missing path (ENOENT).
-//! - `fchmodat2:CALLS:BAD`: fchmodat2 calls of a missing path, BAD of them with a flag it
-//!   refuses (EINVAL), the others with AT_SYMLINK_NOFOLLOW (ENOENT).
-//! - `fork`: the steps after it run in a child process, which the parent waits for.
-//! - `thread`: the steps after it run in a new thread, which the main thread joins.
-//! - `leader-exit`: the steps after it run in a new thread, and the main thread exits by
-//!   itself (the process lives on in that thread, and ends when it does). The fd table is
-//!   shared until the main thread is gone: a `wait` right after it makes that certain.
-//! - `name:NAME`: the calling thread names itself NAME (prctl PR_SET_NAME, 15 bytes).
-//! - `wait`: read a line from stdin first (lets a test attach to a running process).
-//! - `sleep:MS`: sleep MS milliseconds.
-//! - `unshare-files`: unshare(CLONE_FILES): a thread sharing its table takes a copy.
+//! A workload is a list of steps, `kind:FIELD:…`. How each kind is written and what it
+//! does is declared once, in its family's `FORMS` (`steps/`) and [`PLACES`]: parsing
+//! checks a step's fields against its form and names them from it, and [`grammar`] makes
+//! the list `auditor-workload --help` prints and docs/guide.md shows (checked by a test).
 //!
 //! The fds it uses are laid out by [`Layout`], the same for every run of the same steps.
 
@@ -83,7 +23,7 @@ pub use drive::{expected, expected_on_table, run};
 pub use expected::{DEFAULT_NR_OPEN, Expected, Prepared};
 pub use run::RunError;
 use steps::{
-    Family, alloc::Alloc, chmod::Chmod, close::Close, dup::Dup, epoll::Epoll, poll::Poll,
+    Family, Form, alloc::Alloc, chmod::Chmod, close::Close, dup::Dup, epoll::Epoll, poll::Poll,
     select::Select, task::Task,
 };
 
@@ -156,16 +96,17 @@ const FAMILIES: [Parser; 8] = [
 ];
 
 #[derive(Debug, Error, PartialEq, Eq)]
-#[error("bad workload step `{step}`: {why} (see the workload steps in docs/guide.md)")]
+#[error("bad workload step `{step}`: {why} (`auditor-workload --help` lists the steps)")]
 pub struct StepError {
     step: String,
     why: String,
 }
 
-/// The `:`-separated fields of one step, read in order.
+/// The `:`-separated fields of one step, read in order, named by its [`Form`].
 struct Fields<'a> {
     step: &'a str,
     fields: Vec<&'a str>,
+    names: Vec<&'static str>,
 }
 
 impl Fields<'_> {
@@ -176,12 +117,9 @@ impl Fields<'_> {
         }
     }
 
-    fn number<T: FromStr>(
-        &self,
-        index: usize,
-        name: &str,
-        default: Option<T>,
-    ) -> Result<T, StepError> {
+    /// Field `index` as a number, `default` where an optional one is left out.
+    fn number<T: FromStr>(&self, index: usize, default: Option<T>) -> Result<T, StepError> {
+        let name = self.names.get(index).copied().unwrap_or("a field");
         match (self.fields.get(index), default) {
             (Some(text), _) => text
                 .parse()
@@ -190,13 +128,39 @@ impl Fields<'_> {
             (None, None) => Err(self.error(format!("{name} is missing"))),
         }
     }
+}
 
-    fn at_most(&self, count: usize) -> Result<(), StepError> {
-        if self.fields.len() > count {
-            return Err(self.error("too many fields"));
-        }
-        Ok(())
-    }
+/// The steps that say where the steps after them run.
+const PLACES: &[Form] = &[
+    Form {
+        kinds: &["fork"],
+        fields: "",
+        does: "the steps after it run in a child process, which the parent waits for",
+    },
+    Form {
+        kinds: &["thread"],
+        fields: "",
+        does: "the steps after it run in a new thread, which the main thread joins",
+    },
+    Form {
+        kinds: &["leader-exit"],
+        fields: "",
+        does: "the steps after it run in a new thread, and the main thread exits by itself \
+               (the process lives on in that thread, and ends when it does); the fd table is \
+               shared until the main thread is gone: a `wait` right after it makes that certain",
+    },
+];
+
+/// Every form a step is written in: the families' and [`PLACES`].
+pub fn forms() -> impl Iterator<Item = &'static Form> {
+    steps::FORMS.into_iter().flatten().chain(PLACES)
+}
+
+/// The steps, a line each (`kind:FIELDS: what it does`), for `--help` and the guide.
+pub fn grammar() -> String {
+    forms()
+        .map(|form| format!("- {}: {}.\n", form.written(), form.does))
+        .collect()
 }
 
 impl FromStr for Step {
@@ -205,23 +169,38 @@ impl FromStr for Step {
     fn from_str(text: &str) -> Result<Step, StepError> {
         let mut parts = text.split(':');
         let kind = parts.next().unwrap_or_default();
-        let f = Fields {
+        let fields: Vec<&str> = parts.collect();
+        let unnamed = Fields {
             step: text,
-            fields: parts.collect(),
+            fields: fields.clone(),
+            names: Vec::new(),
         };
+        let form = forms()
+            .find(|form| form.kinds.contains(&kind))
+            .ok_or_else(|| unnamed.error("unknown step"))?;
+        let (names, required) = form.names();
+        let f = Fields { names, ..unnamed };
+        if let Some(missing) = f
+            .names
+            .get(f.fields.len())
+            .filter(|_| f.fields.len() < required)
+        {
+            return Err(f.error(format!("{missing} is missing")));
+        }
+        if f.fields.len() > f.names.len() {
+            return Err(f.error("too many fields"));
+        }
         for parse in FAMILIES {
             if let Some(step) = parse(kind, &f)? {
                 return Ok(step);
             }
         }
-        let step = match kind {
-            "fork" => Step::Fork,
-            "thread" => Step::Thread,
-            "leader-exit" => Step::LeaderExit,
-            _ => return Err(f.error("unknown step")),
-        };
-        f.at_most(0)?;
-        Ok(step)
+        match kind {
+            "fork" => Ok(Step::Fork),
+            "thread" => Ok(Step::Thread),
+            "leader-exit" => Ok(Step::LeaderExit),
+            _ => unreachable!("a form no family parses: {kind}"),
+        }
     }
 }
 
@@ -333,6 +312,53 @@ mod tests {
             default.join(" "),
             DEFAULT.split_whitespace().collect::<Vec<_>>().join(" ")
         );
+    }
+
+    /// Every kind a form declares is parsed by its family, with the fields the form names:
+    /// a family that did not parse a declared kind would reach the `unreachable!`, and a
+    /// kind no form declares is unknown.
+    #[test]
+    fn the_forms_are_what_the_families_parse() {
+        for form in forms() {
+            let (names, required) = form.names();
+            for kind in form.kinds {
+                let step = |count: usize| {
+                    std::iter::once(kind.to_string())
+                        .chain(std::iter::repeat_n("1".to_string(), count))
+                        .collect::<Vec<_>>()
+                        .join(":")
+                };
+                // The values may be refused (a form says nothing of their range), never
+                // the kind or the count of fields.
+                if let Err(error) = step(required).parse::<Step>() {
+                    let why = error.to_string();
+                    assert!(
+                        !why.contains("unknown step") && !why.contains("missing"),
+                        "{why}"
+                    );
+                }
+                let too_many = step(names.len() + 1).parse::<Step>().unwrap_err();
+                assert!(too_many.to_string().contains("too many fields"), "{kind}");
+                if required > 0 {
+                    let missing = step(required - 1).parse::<Step>().unwrap_err();
+                    let name = names[required - 1];
+                    assert!(
+                        missing.to_string().contains(&format!("{name} is missing")),
+                        "{missing}"
+                    );
+                }
+            }
+        }
+        let kinds: Vec<&str> = forms()
+            .flat_map(|form| form.kinds.iter().copied())
+            .collect();
+        let mut unique = kinds.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), kinds.len(), "a kind has two forms");
+        assert!(grammar().contains(
+            "- `poll:CALLS:NFDS:NEGATIVE[:NOTOPEN[:TIMEOUT_MS]]`, `ppoll:…`: calls of NFDS"
+        ));
     }
 
     #[test]

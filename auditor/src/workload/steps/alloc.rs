@@ -5,7 +5,7 @@ use std::{fmt, os::fd::IntoRawFd};
 
 use auditor_common::{Site, Syscall};
 
-use super::{Case, Family, Setup};
+use super::{Case, Family, Form, Setup};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Prepared, Table},
@@ -86,6 +86,123 @@ pub const ANON: [Syscall; 11] = [
     Syscall::InotifyInit1,
     Syscall::FanotifyInit,
     Syscall::Userfaultfd,
+];
+
+/// The kinds of [`ANON`] steps: their syscalls' names.
+const ANON_KINDS: [&str; ANON.len()] = {
+    let mut kinds = [""; ANON.len()];
+    let mut index = 0;
+    while index < ANON.len() {
+        kinds[index] = ANON[index].info().name;
+        index += 1;
+    }
+    kinds
+};
+
+/// How the allocation family's steps are written.
+pub const FORMS: &[Form] = &[
+    Form {
+        kinds: &["open"],
+        fields: "CALLS",
+        does: "openat of /dev/null; the fds stay open",
+    },
+    Form {
+        kinds: &["dup"],
+        fields: "CALLS",
+        does: "dup of fd 3; the fds stay open",
+    },
+    Form {
+        kinds: &["dupfd"],
+        fields: "CALLS:START",
+        does: "fcntl F_DUPFD from START; the fds stay open",
+    },
+    Form {
+        kinds: &["dupfd-emfile"],
+        fields: "CALLS:START",
+        does: "fcntl F_DUPFD from START that fail with EMFILE (START past fs.nr_open, below \
+               RLIMIT_NOFILE)",
+    },
+    Form {
+        kinds: &["open-enoent"],
+        fields: "CALLS",
+        does: "opens of a missing path (the fd is allocated, then released)",
+    },
+    Form {
+        kinds: &["open-emfile"],
+        fields: "CALLS",
+        does: "opens with RLIMIT_NOFILE lowered to the first free fd (EMFILE)",
+    },
+    Form {
+        kinds: &["open-unmapped"],
+        fields: "CALLS",
+        does: "opens of \"\" from pages never touched (ENOENT before the fd; the name cannot \
+               be read before the kernel's copy)",
+    },
+    Form {
+        kinds: &["open-badflags"],
+        fields: "CALLS",
+        does: "opens with O_CREAT | O_DIRECTORY (EINVAL before the fd)",
+    },
+    Form {
+        kinds: &["openat2"],
+        fields: "CALLS:SIZE",
+        does: "openat2 of /dev/null with `usize` SIZE (below 24: EINVAL, over 4096: E2BIG, \
+               else the fds stay open)",
+    },
+    Form {
+        kinds: &["openat2-badmode"],
+        fields: "CALLS",
+        does: "openat2 with a mode and no O_CREAT (EINVAL before the fd)",
+    },
+    Form {
+        kinds: &["openat2-emptypath"],
+        fields: "CALLS",
+        does: "openat2 with bit 26 (7.2's O_EMPTYPATH; 6.18 refuses it, 6.12 and older strip \
+               it), checked against the kernel",
+    },
+    Form {
+        kinds: &["openat2-cached"],
+        fields: "CALLS",
+        does: "openat2 with O_CREAT and RESOLVE_CACHED (EAGAIN from build_open_flags, before \
+               the fd)",
+    },
+    Form {
+        kinds: &["accept-eagain"],
+        fields: "CALLS",
+        does: "a listening socket on 127.0.0.1, then accepts with nothing to accept (EAGAIN, \
+               after the fd was allocated)",
+    },
+    Form {
+        kinds: &["accept-einval"],
+        fields: "CALLS",
+        does: "accept4 of a TCP socket that does not listen (the fd first, then EINVAL)",
+    },
+    Form {
+        kinds: &["accept-badflags"],
+        fields: "CALLS",
+        does: "accept4 with a flag it refuses (EINVAL, before the fd)",
+    },
+    Form {
+        kinds: &["pipe", "socketpair"],
+        fields: "CALLS",
+        does: "pipe2 and socketpair calls, two fds each, kept open",
+    },
+    Form {
+        kinds: &["socketpair-badtype"],
+        fields: "CALLS",
+        does: "socketpair of a type AF_UNIX refuses (both fds, then EINVAL)",
+    },
+    Form {
+        kinds: &ANON_KINDS,
+        fields: "CALLS",
+        does: "calls that each allocate an fd of their kind, kept open (fanotify_init and \
+               userfaultfd need root)",
+    },
+    Form {
+        kinds: &["pidfd_getfd"],
+        fields: "CALLS",
+        does: "a pidfd of the workload, then CALLS copies of fd 3 through it",
+    },
 ];
 
 /// Why a case with a dup2 that fails with EBADF is not in a log.
@@ -178,15 +295,13 @@ pub const CASES: &[Case] = &[
 impl Family for Alloc {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Alloc>, StepError> {
         if kind == "openat2" {
-            f.at_most(2)?;
             return Ok(Some(Alloc::Openat2 {
-                calls: f.number(0, "CALLS", None)?,
-                size: f.number(1, "SIZE", None)?,
+                calls: f.number(0, None)?,
+                size: f.number(1, None)?,
             }));
         }
         if kind == "dupfd" || kind == "dupfd-emfile" {
-            f.at_most(2)?;
-            let (calls, start) = (f.number(0, "CALLS", None)?, f.number(1, "START", None)?);
+            let (calls, start) = (f.number(0, None)?, f.number(1, None)?);
             return Ok(Some(if kind == "dupfd" {
                 Alloc::DupFd { calls, start }
             } else {
@@ -194,8 +309,7 @@ impl Family for Alloc {
             }));
         }
         if let Some(&syscall) = ANON.iter().find(|s| s.name() == kind) {
-            f.at_most(1)?;
-            let calls = f.number(0, "CALLS", None)?;
+            let calls = f.number(0, None)?;
             return Ok(Some(Alloc::Anon { syscall, calls }));
         }
         let step: fn(u32) -> Alloc = match kind {
@@ -217,8 +331,7 @@ impl Family for Alloc {
             "socketpair" => |calls| Alloc::SocketPair { calls },
             _ => return Ok(None),
         };
-        f.at_most(1)?;
-        Ok(Some(step(f.number(0, "CALLS", None)?)))
+        Ok(Some(step(f.number(0, None)?)))
     }
 
     fn run(&self, _: &Fds) -> Result<()> {

@@ -5,7 +5,7 @@ use std::fmt;
 
 use auditor_common::{Site, Syscall};
 
-use super::{Case, Family};
+use super::{Case, Family, Form};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -22,6 +22,21 @@ pub enum Chmod {
 }
 
 const MISSING: &std::ffi::CStr = c"/nonexistent/auditor-workload";
+
+/// How the chmod family's steps are written.
+pub const FORMS: &[Form] = &[
+    Form {
+        kinds: &["chmod"],
+        fields: "CALLS",
+        does: "CALLS chmod and CALLS fchmodat calls of a missing path (ENOENT)",
+    },
+    Form {
+        kinds: &["fchmodat2"],
+        fields: "CALLS:BAD",
+        does: "fchmodat2 calls of a missing path, BAD of them with a flag it refuses \
+               (EINVAL), the others with AT_SYMLINK_NOFOLLOW (ENOENT)",
+    },
+];
 
 /// The chmod family's cases: fchmodat.bad_flags both ways: chmod and fchmodat (no
 /// flags), fchmodat2 with flags it takes and refuses; in a child too. Before 6.6 there is
@@ -42,16 +57,12 @@ pub const CASES: &[Case] = &[
 impl Family for Chmod {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Chmod>, StepError> {
         match kind {
-            "chmod" => {
-                f.at_most(1)?;
-                Ok(Some(Chmod::Chmod {
-                    calls: f.number(0, "CALLS", None)?,
-                }))
-            }
+            "chmod" => Ok(Some(Chmod::Chmod {
+                calls: f.number(0, None)?,
+            })),
             "fchmodat2" => {
-                f.at_most(2)?;
-                let calls: u32 = f.number(0, "CALLS", None)?;
-                let bad: u32 = f.number(1, "BAD", None)?;
+                let calls: u32 = f.number(0, None)?;
+                let bad: u32 = f.number(1, None)?;
                 if bad > calls {
                     return Err(f.error("BAD is more than CALLS"));
                 }

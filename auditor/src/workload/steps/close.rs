@@ -4,7 +4,7 @@ use std::{fmt, os::fd::IntoRawFd};
 
 use auditor_common::{Site, Syscall};
 
-use super::{Case, Family};
+use super::{Case, Family, Form};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Prepared, Table},
@@ -27,6 +27,36 @@ pub enum Close {
     Read { calls: u32 },
 }
 
+/// How the close family's steps are written.
+pub const FORMS: &[Form] = &[
+    Form {
+        kinds: &["close"],
+        fields: "OK:BAD",
+        does: "OK closes of fds opened for it, BAD closes of fd -1 (EBADF)",
+    },
+    Form {
+        kinds: &["close-fd"],
+        fields: "FD",
+        does: "close of one fd the workload opened",
+    },
+    Form {
+        kinds: &["opath"],
+        fields: "CALLS",
+        does: "an O_PATH open of /dev/null, a read of it (EBADF), an fcntl F_GETFD of it and \
+               its close, CALLS times",
+    },
+    Form {
+        kinds: &["read-closed"],
+        fields: "CALLS",
+        does: "reads of an fd that is not open (EBADF)",
+    },
+    Form {
+        kinds: &["read"],
+        fields: "CALLS",
+        does: "reads of fd 3 (/dev/null)",
+    },
+];
+
 /// The close family's cases.
 pub const CASES: &[Case] = &[
     // close.ok: closes that succeed, and closes of fds that are not open (EBADF, before
@@ -45,28 +75,21 @@ pub const CASES: &[Case] = &[
 impl Family for Close {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Close>, StepError> {
         Ok(Some(match kind {
-            "close" => {
-                f.at_most(2)?;
-                Close::Calls {
-                    ok: f.number(0, "OK", None)?,
-                    bad: f.number(1, "BAD", None)?,
-                }
-            }
+            "close" => Close::Calls {
+                ok: f.number(0, None)?,
+                bad: f.number(1, None)?,
+            },
             "opath" | "read-closed" | "read" => {
-                f.at_most(1)?;
-                let calls = f.number(0, "CALLS", None)?;
+                let calls = f.number(0, None)?;
                 match kind {
                     "opath" => Close::PathOnly { calls },
                     "read" => Close::Read { calls },
                     _ => Close::ReadClosed { calls },
                 }
             }
-            "close-fd" => {
-                f.at_most(1)?;
-                Close::Fd {
-                    fd: f.number(0, "FD", None)?,
-                }
-            }
+            "close-fd" => Close::Fd {
+                fd: f.number(0, None)?,
+            },
             _ => return Ok(None),
         }))
     }

@@ -4,7 +4,7 @@ use std::{fmt, os::fd::RawFd};
 
 use auditor_common::{Site, Syscall};
 
-use super::{Case, Family};
+use super::{Case, Family, Form};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -33,6 +33,35 @@ pub enum Dup {
     Dup2PastNrOpen { calls: u32, newfd: u32 },
 }
 
+/// How the dup family's steps are written.
+pub const FORMS: &[Form] = &[
+    Form {
+        kinds: &["dup2"],
+        fields: "CALLS:SAME",
+        does: "dup2 calls, SAME of them of fd 3 onto itself, the others of fd 3 onto fd 4 \
+               (which stays open: the fd table does not change)",
+    },
+    Form {
+        kinds: &["dup3"],
+        fields: "CALLS:SAME[:BADFLAGS]",
+        does: "dup3 calls, SAME of them of fd 3 onto itself (EINVAL), BADFLAGS of them of fd \
+               3 onto itself with a flag dup3 refuses first (EINVAL), the others of fd 3 onto \
+               fd 4",
+    },
+    Form {
+        kinds: &["dup2-closed"],
+        fields: "CALLS",
+        does: "dup2 of an fd that is not open onto fd 4 (EBADF)",
+    },
+    Form {
+        kinds: &["dup2-emfile"],
+        fields: "CALLS:NEWFD",
+        does: "dup2 of fd 3 onto NEWFD, below RLIMIT_NOFILE, where the table cannot grow to \
+               hold it (EBADF): at or past fs.nr_open, or below it where the size rounded up \
+               is cut back below NEWFD",
+    },
+];
+
 /// The dup family's cases: dup2.same_fd and dup3.same_fd, both ways each: dup2 of an fd
 /// onto itself (returned at once) and onto another (on to ksys_dup3, not taken there),
 /// dup3 onto itself (EINVAL), onto another, and with a flag refused before the fds are
@@ -49,25 +78,22 @@ pub const CASES: &[Case] = &[Case {
 impl Family for Dup {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Dup>, StepError> {
         if kind == "dup2-closed" {
-            f.at_most(1)?;
             return Ok(Some(Dup::Dup2Closed {
-                calls: f.number(0, "CALLS", None)?,
+                calls: f.number(0, None)?,
             }));
         }
         if kind == "dup2-emfile" {
-            f.at_most(2)?;
             return Ok(Some(Dup::Dup2PastNrOpen {
-                calls: f.number(0, "CALLS", None)?,
-                newfd: f.number(1, "NEWFD", None)?,
+                calls: f.number(0, None)?,
+                newfd: f.number(1, None)?,
             }));
         }
         if kind != "dup2" && kind != "dup3" {
             return Ok(None);
         }
-        f.at_most(if kind == "dup2" { 2 } else { 3 })?;
-        let calls: u32 = f.number(0, "CALLS", None)?;
-        let same: u32 = f.number(1, "SAME", None)?;
-        let bad_flags: u32 = f.number(2, "BADFLAGS", Some(0))?;
+        let calls: u32 = f.number(0, None)?;
+        let same: u32 = f.number(1, None)?;
+        let bad_flags: u32 = f.number(2, Some(0))?;
         if u64::from(same) + u64::from(bad_flags) > u64::from(calls) {
             return Err(f.error("SAME and BADFLAGS add up to more than CALLS"));
         }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use auditor_common::{Site, Syscall};
 
-use super::{Case, Family, pointer, timeout, timespec};
+use super::{Case, Family, Form, pointer, timeout, timespec};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Prepared, Table},
@@ -49,6 +49,32 @@ impl Epoll {
     }
 }
 
+/// How the epoll family's steps are written.
+pub const FORMS: &[Form] = &[
+    Form {
+        kinds: &["epoll_wait", "epoll_pwait", "epoll_pwait2"],
+        fields: "CALLS:MAXEVENTS[:TIMEOUT_MS]",
+        does: "waits on an epoll fd with one ready eventfd (MAXEVENTS <= 0 is refused with \
+               EINVAL)",
+    },
+    Form {
+        kinds: &["epoll-ebadf"],
+        fields: "CALLS",
+        does: "epoll_wait on an fd that is not open (EBADF)",
+    },
+    Form {
+        kinds: &["epoll_ctl"],
+        fields: "CALLS",
+        does: "an epoll fd and CALLS eventfds added to it (EPOLL_CTL_ADD)",
+    },
+    Form {
+        kinds: &["epoll-paths"],
+        fields: "EPOLLS",
+        does: "an eventfd watched by EPOLLS epoll fds, each then added to one more (EINVAL \
+               for the 501st and later: too many wake-up paths of depth 1)",
+    },
+];
+
 /// The epoll family's cases.
 pub const CASES: &[Case] = &[
     // epoll.bad_args and epoll.zero_timeout, both ways each, through all three syscalls.
@@ -69,30 +95,18 @@ pub const CASES: &[Case] = &[
 impl Family for Epoll {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Epoll>, StepError> {
         Ok(Some(match kind {
-            "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => {
-                f.at_most(3)?;
-                Epoll::Wait(EpollWaits {
-                    syscall: match kind {
-                        "epoll_wait" => Syscall::EpollWait,
-                        "epoll_pwait" => Syscall::EpollPwait,
-                        _ => Syscall::EpollPwait2,
-                    },
-                    calls: f.number(0, "CALLS", None)?,
-                    maxevents: f.number(1, "MAXEVENTS", None)?,
-                    timeout_ms: f.number(2, "TIMEOUT_MS", Some(0))?,
-                })
-            }
+            "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => Epoll::Wait(EpollWaits {
+                syscall: match kind {
+                    "epoll_wait" => Syscall::EpollWait,
+                    "epoll_pwait" => Syscall::EpollPwait,
+                    _ => Syscall::EpollPwait2,
+                },
+                calls: f.number(0, None)?,
+                maxevents: f.number(1, None)?,
+                timeout_ms: f.number(2, Some(0))?,
+            }),
             "epoll_ctl" | "epoll-paths" => {
-                f.at_most(1)?;
-                let count: u32 = f.number(
-                    0,
-                    if kind == "epoll_ctl" {
-                        "CALLS"
-                    } else {
-                        "EPOLLS"
-                    },
-                    None,
-                )?;
+                let count: u32 = f.number(0, None)?;
                 if kind == "epoll_ctl" {
                     Epoll::Ctl { calls: count }
                 } else if count == 0 {
@@ -101,12 +115,9 @@ impl Family for Epoll {
                     Epoll::Paths { epolls: count }
                 }
             }
-            "epoll-ebadf" => {
-                f.at_most(1)?;
-                Epoll::BadFd {
-                    calls: f.number(0, "CALLS", None)?,
-                }
-            }
+            "epoll-ebadf" => Epoll::BadFd {
+                calls: f.number(0, None)?,
+            },
             _ => return Ok(None),
         }))
     }

@@ -75,6 +75,64 @@ impl Case {
     }
 }
 
+/// How steps are written and what they do, declared once in each family's `FORMS`: a
+/// step's fields are checked against its form and named from it, and the guide's list and
+/// `auditor-workload --help` are made from the forms.
+#[derive(Debug)]
+pub struct Form {
+    /// The kinds written this way (`select`, `pselect6`).
+    pub kinds: &'static [&'static str],
+    /// The fields after the kind, `:`-separated, the optional ones last and in brackets:
+    /// `CALLS:N[:TIMEOUT_MS[:FDS]]` (empty: none).
+    pub fields: &'static str,
+    /// What it does.
+    pub does: &'static str,
+}
+
+impl Form {
+    /// The fields' names, and how many of them are required.
+    pub fn names(&self) -> (Vec<&'static str>, usize) {
+        let names = |text: &'static str| -> Vec<&'static str> {
+            text.split([':', '[', ']'])
+                .filter(|name| !name.is_empty())
+                .collect()
+        };
+        let required = names(self.fields.split('[').next().unwrap_or("")).len();
+        (names(self.fields), required)
+    }
+
+    /// As it is written: `select:CALLS:N[:TIMEOUT_MS[:FDS]]`, `pselect6:…`.
+    pub fn written(&self) -> String {
+        let with_fields = |kind: &str| {
+            if self.fields.is_empty() {
+                format!("`{kind}`")
+            } else if self.fields.starts_with('[') {
+                format!("`{kind}{}`", self.fields)
+            } else {
+                format!("`{kind}:{}`", self.fields)
+            }
+        };
+        let mut kinds = self.kinds.iter();
+        let first = kinds
+            .next()
+            .map(|kind| with_fields(kind))
+            .unwrap_or_default();
+        kinds.fold(first, |written, kind| format!("{written}, `{kind}:…`"))
+    }
+}
+
+/// Every family's forms (`FORMS` in its module).
+pub const FORMS: [&[Form]; 8] = [
+    select::FORMS,
+    poll::FORMS,
+    epoll::FORMS,
+    close::FORMS,
+    alloc::FORMS,
+    dup::FORMS,
+    chmod::FORMS,
+    task::FORMS,
+];
+
 /// Every family's cases (`CASES` in its module).
 pub const CASES: [&[Case]; 8] = [
     select::CASES,

@@ -4,7 +4,7 @@ use std::fmt;
 
 use auditor_common::{Site, Syscall};
 
-use super::{Case, Family, UNMAPPED, pointer, timeout, timespec};
+use super::{Case, Family, Form, UNMAPPED, pointer, timeout, timespec};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -46,6 +46,26 @@ impl Poll {
     }
 }
 
+/// How the poll family's steps are written.
+pub const FORMS: &[Form] = &[
+    Form {
+        kinds: &["poll", "ppoll"],
+        fields: "CALLS:NFDS:NEGATIVE[:NOTOPEN[:TIMEOUT_MS]]",
+        does: "calls of NFDS entries, NEGATIVE of them with fd = -1 and NOTOPEN with an fd \
+               that is not open (the others on /dev/null, always readable)",
+    },
+    Form {
+        kinds: &["poll-efault"],
+        fields: "CALLS:NFDS",
+        does: "polls of an unmapped array (EFAULT: every entry undecidable)",
+    },
+    Form {
+        kinds: &["poll-einval"],
+        fields: "CALLS",
+        does: "polls of more entries than RLIMIT_NOFILE (EINVAL)",
+    },
+];
+
 /// The poll family's cases.
 pub const CASES: &[Case] = &[
     // poll.nfds_over_rlimit, poll.entries_on_heap, poll.zero_timeout, poll.fd_negative and
@@ -72,10 +92,9 @@ impl Family for Poll {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Poll>, StepError> {
         Ok(Some(match kind {
             "poll" | "ppoll" => {
-                f.at_most(5)?;
-                let nfds: u32 = f.number(1, "NFDS", None)?;
-                let negative: u32 = f.number(2, "NEGATIVE", None)?;
-                let not_open: u32 = f.number(3, "NOTOPEN", Some(0))?;
+                let nfds: u32 = f.number(1, None)?;
+                let negative: u32 = f.number(2, None)?;
+                let not_open: u32 = f.number(3, Some(0))?;
                 if u64::from(negative) + u64::from(not_open) > u64::from(nfds) {
                     return Err(f.error("NEGATIVE and NOTOPEN add up to more than NFDS"));
                 }
@@ -85,26 +104,20 @@ impl Family for Poll {
                     } else {
                         Syscall::Ppoll
                     },
-                    calls: f.number(0, "CALLS", None)?,
+                    calls: f.number(0, None)?,
                     nfds,
                     negative,
                     not_open,
-                    timeout_ms: f.number(4, "TIMEOUT_MS", Some(0))?,
+                    timeout_ms: f.number(4, Some(0))?,
                 })
             }
-            "poll-efault" => {
-                f.at_most(2)?;
-                Poll::Fault {
-                    calls: f.number(0, "CALLS", None)?,
-                    nfds: f.number(1, "NFDS", None)?,
-                }
-            }
-            "poll-einval" => {
-                f.at_most(1)?;
-                Poll::OverLimit {
-                    calls: f.number(0, "CALLS", None)?,
-                }
-            }
+            "poll-efault" => Poll::Fault {
+                calls: f.number(0, None)?,
+                nfds: f.number(1, None)?,
+            },
+            "poll-einval" => Poll::OverLimit {
+                calls: f.number(0, None)?,
+            },
             _ => return Ok(None),
         }))
     }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use auditor_common::{Site, Syscall};
 
-use super::{Case, Family, UNMAPPED, pointer, timeout, timespec};
+use super::{Case, Family, Form, UNMAPPED, pointer, timeout, timespec};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -52,6 +52,32 @@ impl Select {
     }
 }
 
+/// How the select family's steps are written.
+pub const FORMS: &[Form] = &[
+    Form {
+        kinds: &["select", "pselect6"],
+        fields: "CALLS:N[:TIMEOUT_MS[:FDS]]",
+        does: "calls with `n`; the read set holds fds 3..min(N, FDS) (FDS defaults to N; a \
+               smaller one lets N exceed the fd table); TIMEOUT_MS is 0 when left out, and \
+               negative means none (NULL)",
+    },
+    Form {
+        kinds: &["select-sparse"],
+        fields: "CALLS:N",
+        does: "selects with `n` whose read set holds only fd N - 1",
+    },
+    Form {
+        kinds: &["select-efault"],
+        fields: "CALLS:N",
+        does: "selects whose timeout is unmapped (EFAULT, undecidable)",
+    },
+    Form {
+        kinds: &["select-ebadf"],
+        fields: "CALLS",
+        does: "selects naming an fd that is not open (EBADF)",
+    },
+];
+
 /// The select family's cases: select.n_negative, select.n_clamped,
 /// select.bitmaps_on_heap, select.fd_not_open, select.zero_timeout and select.word_empty,
 /// both ways each, and calls that cannot be decided.
@@ -65,44 +91,36 @@ impl Family for Select {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Select>, StepError> {
         Ok(Some(match kind {
             "select" | "pselect6" => {
-                f.at_most(4)?;
-                let n: i32 = f.number(1, "N", None)?;
+                let n: i32 = f.number(1, None)?;
                 Select::Calls(SelectCalls {
                     syscall: if kind == "select" {
                         Syscall::Select
                     } else {
                         Syscall::Pselect6
                     },
-                    calls: f.number(0, "CALLS", None)?,
+                    calls: f.number(0, None)?,
                     n,
-                    timeout_ms: f.number(2, "TIMEOUT_MS", Some(0))?,
-                    fds: f.number(3, "FDS", Some(n))?,
+                    timeout_ms: f.number(2, Some(0))?,
+                    fds: f.number(3, Some(n))?,
                 })
             }
             "select-sparse" => {
-                f.at_most(2)?;
-                let n: i32 = f.number(1, "N", None)?;
+                let n: i32 = f.number(1, None)?;
                 if n < 4 {
                     return Err(f.error("N must be at least 4 (fd N - 1 is one of the workload's)"));
                 }
                 Select::Sparse {
-                    calls: f.number(0, "CALLS", None)?,
+                    calls: f.number(0, None)?,
                     n,
                 }
             }
-            "select-efault" => {
-                f.at_most(2)?;
-                Select::Fault {
-                    calls: f.number(0, "CALLS", None)?,
-                    n: f.number(1, "N", None)?,
-                }
-            }
-            "select-ebadf" => {
-                f.at_most(1)?;
-                Select::BadFd {
-                    calls: f.number(0, "CALLS", None)?,
-                }
-            }
+            "select-efault" => Select::Fault {
+                calls: f.number(0, None)?,
+                n: f.number(1, None)?,
+            },
+            "select-ebadf" => Select::BadFd {
+                calls: f.number(0, None)?,
+            },
             _ => return Ok(None),
         }))
     }

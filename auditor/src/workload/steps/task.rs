@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::{Case, Family};
+use super::{Case, Family, Form};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -23,6 +23,30 @@ pub enum Task {
     /// of its own (`dup_fd`); an unshared table stays as it is.
     UnshareFiles,
 }
+
+/// How the task family's steps are written.
+pub const FORMS: &[Form] = &[
+    Form {
+        kinds: &["name"],
+        fields: "NAME",
+        does: "the calling thread names itself NAME (prctl PR_SET_NAME, 15 bytes)",
+    },
+    Form {
+        kinds: &["wait"],
+        fields: "",
+        does: "read a line from stdin first (lets a test attach to a running process)",
+    },
+    Form {
+        kinds: &["sleep"],
+        fields: "MS",
+        does: "sleep MS milliseconds",
+    },
+    Form {
+        kinds: &["unshare-files"],
+        fields: "",
+        does: "unshare(CLONE_FILES): a thread sharing its table takes a copy",
+    },
+];
 
 /// The task family's cases: a fork copies the table (`dup_fd`): one whose open fds reach
 /// past the 64 it embeds is allocated as a growth is (fd.rounded_past_nr_open and
@@ -46,7 +70,6 @@ impl Family for Task {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Task>, StepError> {
         Ok(Some(match kind {
             "name" => {
-                f.at_most(1)?;
                 let given = f.fields.first().ok_or_else(|| f.error("NAME is missing"))?;
                 if given.is_empty() || given.len() > 15 || given.contains('\0') {
                     return Err(f.error("NAME must be 1 to 15 bytes"));
@@ -55,20 +78,11 @@ impl Family for Task {
                 name[..given.len()].copy_from_slice(given.as_bytes());
                 Task::Name { name }
             }
-            "wait" => {
-                f.at_most(0)?;
-                Task::Wait
-            }
-            "unshare-files" => {
-                f.at_most(0)?;
-                Task::UnshareFiles
-            }
-            "sleep" => {
-                f.at_most(1)?;
-                Task::Sleep {
-                    millis: f.number(0, "MS", None)?,
-                }
-            }
+            "wait" => Task::Wait,
+            "unshare-files" => Task::UnshareFiles,
+            "sleep" => Task::Sleep {
+                millis: f.number(0, None)?,
+            },
             _ => return Ok(None),
         }))
     }
