@@ -417,6 +417,8 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("the probe bench loads eBPF programs: run it as root");
     }
+    // The references it measures beside the probe.
+    crate::setup::ensure_packages(&["bpftrace", "strace"], "the probe bench's references")?;
     let auditor = build::run()?;
     exec(
         Command::new("cargo")
