@@ -625,16 +625,18 @@ fn run_sites(args: SitesArgs) -> anyhow::Result<()> {
         .context("writing the catalogue")
 }
 
-/// Prints the report of a strace replay; returns `code`, or if that is success and
-/// anything was unreadable, [`status::PARTLY_UNREADABLE`].
+/// Prints the report of a strace replay, with `notes` of the session; returns `code`, or
+/// if that is success and anything was unreadable, [`status::PARTLY_UNREADABLE`].
 fn report_replay(
     replay: &auditor::source::strace::replay::Replay,
     target: String,
     started: std::time::Instant,
     outputs: Outputs,
-    code: u8,
+    (code, notes): (u8, Vec<String>),
 ) -> anyhow::Result<ExitCode> {
-    let report = Report::of(&replay.observe(target, started.elapsed()));
+    let mut observation = replay.observe(target, started.elapsed());
+    observation.notes.extend(notes);
+    let report = Report::of(&observation);
     print_report(report, outputs)?;
     Ok(ExitCode::from(
         if code == status::SUCCESS && replay.unreadable() > 0 {
@@ -657,7 +659,13 @@ fn run_ingest(args: IngestArgs) -> anyhow::Result<ExitCode> {
     }
     let names: Vec<String> = args.logs.iter().map(|p| p.display().to_string()).collect();
     let target = format!("strace log {}", names.join(" "));
-    report_replay(&replay, target, started, outputs, status::SUCCESS)
+    report_replay(
+        &replay,
+        target,
+        started,
+        outputs,
+        (status::SUCCESS, Vec::new()),
+    )
 }
 
 fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
@@ -684,7 +692,14 @@ fn run_strace(args: StraceArgs) -> anyhow::Result<ExitCode> {
     let mut replay = Replay::default();
     let outcome = run::run(&target, args.stacks, args.duration, &mut replay)?;
     say_how_it_ended(command, outcome.command);
-    report_replay(&replay, description, started, outputs, outcome.code())
+    let code = outcome.code();
+    report_replay(
+        &replay,
+        description,
+        started,
+        outputs,
+        (code, outcome.notes),
+    )
 }
 
 fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {

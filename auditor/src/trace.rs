@@ -30,7 +30,7 @@ use crate::{
     observation::Observation,
     session::{
         Followed, catch_stop_signals, stop_requested, take_stop_request,
-        wait::{self, Cause, End, STOP_GRACE, Stopping},
+        wait::{self, Cause, End, Stopping},
     },
     source::ebpf::{self, Filter, Probe},
     stacks::Arms,
@@ -460,6 +460,9 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
     for name in probe.unmatched_names()? {
         notes.push(unmatched_name_warning(&name, &tasks_named(&name)));
     }
+    if child.is_some() {
+        notes.extend(end.left_running());
+    }
     let (command_status, stopped_by) = match end {
         End::Ended(Ended::Command(ending))
         | End::Stopped {
@@ -476,28 +479,13 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
             ended: None,
         } => {
             take_stop_request();
-            if child.is_some() {
-                notes.push(format!(
-                    "The session ended on {}; the command was still running {} s later and \
-                     was left running.",
-                    status::signal_name(stop.signal),
-                    STOP_GRACE.as_secs()
-                ));
-            }
             (None, Some(stop.signal))
         }
+        // As a session a SIGTERM stopped while the command ran on.
         End::Stopped {
             cause: Cause::Duration,
             ended: None,
-        } if child.is_some() => {
-            notes.push(format!(
-                "The session ended after its --duration; the command was sent SIGTERM and was \
-                 still running {} s later, so it was left running.",
-                STOP_GRACE.as_secs()
-            ));
-            // As a session a SIGTERM stopped while the command ran on.
-            (None, Some(libc::SIGTERM))
-        }
+        } if child.is_some() => (None, Some(libc::SIGTERM)),
         End::Stopped {
             cause: Cause::Duration,
             ended: None,

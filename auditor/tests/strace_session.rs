@@ -103,6 +103,45 @@ fn a_duration_ends_an_strace_session() {
     target.wait().unwrap();
 }
 
+/// A planned `--duration` stop ends a started command as `auditor trace` does: with the
+/// command's status once it ends, and where it ignores the SIGTERM for longer than the
+/// grace, the command is left running, the report says so and the auditor exits 143.
+#[test]
+fn a_duration_ends_a_started_command_with_its_status() {
+    common::packages::require("strace");
+    for (script, code, left_running) in [
+        ("exec sleep 60", 128 + 15, false),
+        ("trap 'exit 7' TERM; while :; do sleep 0.1; done", 7, false),
+        // Its output elsewhere: a command left running holds the pipes it inherited.
+        (
+            "exec >/dev/null 2>&1; trap '' TERM; sleep 6",
+            128 + 15,
+            true,
+        ),
+    ] {
+        let started = common::start(&[
+            "strace",
+            "--format",
+            "json",
+            "--duration",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]);
+        let begun = Instant::now();
+        let (got, report, _) = common::ended(started);
+        assert_eq!(got, Some(code), "{script}: {report}");
+        // The second, then at most the grace: never the command's 6 or 60 s.
+        assert!(begun.elapsed() < Duration::from_secs(5), "{script}");
+        let said = common::json_notes(&report)
+            .iter()
+            .any(|note| note.contains("was sent SIGTERM and was still running"));
+        assert_eq!(said, left_running, "{script}: {report}");
+    }
+}
+
 /// strace's own failures are the auditor's failures (status 1, with strace's message);
 /// once strace ran the command, the command's status is the auditor's.
 #[test]

@@ -63,6 +63,33 @@ pub(crate) enum End<E> {
     Stopped { cause: Cause, ended: Option<E> },
 }
 
+impl<E> End<E> {
+    /// The note a report carries when a started command outlived the grace after the
+    /// session asked it to end, and was left running.
+    pub(crate) fn left_running(&self) -> Option<String> {
+        match self {
+            End::Stopped {
+                cause: Cause::Signal(stop),
+                ended: None,
+            } => Some(format!(
+                "The session ended on {}; the command was still running {} s later and was \
+                 left running.",
+                crate::status::signal_name(stop.signal),
+                STOP_GRACE.as_secs()
+            )),
+            End::Stopped {
+                cause: Cause::Duration,
+                ended: None,
+            } => Some(format!(
+                "The session ended after its --duration; the command was sent SIGTERM and was \
+                 still running {} s later, so it was left running.",
+                STOP_GRACE.as_secs()
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// Waits for `running`'s end, or stops it on a signal or once `duration` has passed since
 /// `started`.
 pub(crate) fn wait<R: Running>(

@@ -60,6 +60,7 @@ pub const PACKAGES: &[Package] = &[
             "open_checks_both_ways_from_a_log",
             "a_signal_to_the_auditor_alone_ends_the_command_and_the_session",
             "a_signal_to_the_auditor_alone_detaches_from_pids_and_reports",
+            "a_duration_ends_a_started_command_with_its_status",
             "a_duration_ends_an_strace_session",
             "exit_statuses_say_whether_strace_ran_the_command",
             "the_report_does_not_share_the_commands_stdout",

@@ -29,7 +29,7 @@ use crate::{
     Error,
     session::{
         self,
-        wait::{self, End, Stopping},
+        wait::{self, Cause, End, Stopping},
     },
     status::{self, Ending},
 };
@@ -53,16 +53,31 @@ pub enum Target {
 }
 
 /// How a live strace session ended.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Outcome {
     /// How the started command ended (None for `-p`).
     pub command: Option<Ending>,
+    /// The signal the session ended on (SIGTERM for `--duration`) where the started
+    /// command outlived the grace and was left running.
+    pub left_running: Option<i32>,
+    /// What the report says of the end (a command left running).
+    pub notes: Vec<String>,
 }
 
 impl Outcome {
-    /// The auditor's exit status before the input's own state is considered: the command's.
+    /// The auditor's exit status before the input's own state is considered: the
+    /// command's, else 128 + the signal the session ended on when the command was left
+    /// running (as `auditor trace`).
     pub fn code(&self) -> u8 {
-        self.command.map_or(status::SUCCESS, Ending::code)
+        match (self.command, self.left_running) {
+            (Some(ending), _) => ending.code(),
+            (None, Some(signal)) => Ending::Killed {
+                signal,
+                core_dumped: false,
+            }
+            .code(),
+            (None, None) => status::SUCCESS,
+        }
     }
 }
 
@@ -131,7 +146,7 @@ pub fn run(
     })?;
     let strace = Pid::from_raw(child.id() as i32);
     let finished = AtomicBool::new(false);
-    let asked = std::thread::scope(|scope| -> Result<bool, Error> {
+    let end = std::thread::scope(|scope| -> Result<End<()>, Error> {
         let watcher = scope.spawn(|| watch(strace, target, duration, &finished));
         // Opening the read end waits for strace to open the write end; if strace fails
         // before that, nothing ever opens it: open without blocking, then wait for data.
@@ -140,9 +155,10 @@ pub fn run(
             replay.ingest("strace", reader, None);
         }
         finished.store(true, Ordering::SeqCst);
-        let asked = watcher.join().expect("the watcher does not panic");
-        reader.and(asked)
+        let end = watcher.join().expect("the watcher does not panic");
+        reader.and(end)
     })?;
+    let asked = matches!(end, End::Stopped { .. });
     // Taken, so that the next session starts afresh.
     let stopped_by = session::take_stop_request();
     let ending = Ending::from(child.wait()?);
@@ -158,8 +174,24 @@ pub fn run(
                     why: format!("strace did not start it (strace {ending}; its message is above)"),
                 });
             }
-            Outcome {
-                command: Some(ending),
+            match end.left_running() {
+                // strace was killed: its status is not the command's, which runs on.
+                Some(note) => Outcome {
+                    command: None,
+                    left_running: Some(match end {
+                        End::Stopped {
+                            cause: Cause::Signal(stop),
+                            ..
+                        } => stop.signal,
+                        _ => libc::SIGTERM,
+                    }),
+                    notes: vec![note],
+                },
+                None => Outcome {
+                    command: Some(ending),
+                    left_running: None,
+                    notes: Vec::new(),
+                },
             }
         }
         // strace -p ends by itself only when its processes are gone, or on a failure.
@@ -171,7 +203,11 @@ pub fn run(
                     why: format!("strace {ending}; its message is above"),
                 });
             }
-            Outcome { command: None }
+            Outcome {
+                command: None,
+                left_running: None,
+                notes: Vec::new(),
+            }
         }
     };
     Ok(outcome)
@@ -215,27 +251,24 @@ impl wait::Running for Running<'_> {
 
 /// Until the replay has `finished`: on a stop signal or at the end of `duration`, ends the
 /// session the way strace itself would be ended, and kills strace if it has not ended
-/// [`wait::STOP_GRACE`] later. Returns whether it asked the session to end.
+/// [`wait::STOP_GRACE`] later. Returns how the wait ended.
 fn watch(
     strace: Pid,
     target: &Target,
     duration: Option<Duration>,
     finished: &AtomicBool,
-) -> Result<bool, Error> {
+) -> Result<End<()>, Error> {
     let mut running = Running {
         strace,
         target,
         finished,
     };
-    match wait::wait(&mut running, Instant::now(), duration)? {
-        End::Ended(()) => Ok(false),
-        End::Stopped { ended, .. } => {
-            if ended.is_none() {
-                let _ = nix::sys::signal::kill(strace, Signal::SIGKILL);
-            }
-            Ok(true)
-        }
+    let end = wait::wait(&mut running, Instant::now(), duration)?;
+    if let End::Stopped { ended: None, .. } = end {
+        // The command, no longer traced, runs on.
+        let _ = nix::sys::signal::kill(strace, Signal::SIGKILL);
     }
+    Ok(end)
 }
 
 /// The processes strace started (its command), from `/proc/PID/task/PID/children`.
