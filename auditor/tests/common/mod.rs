@@ -150,22 +150,24 @@ pub fn prepare(case: &Case) -> Option<Prepared> {
         Setup::NrOpen {
             nr_open: wanted,
             nofile: wanted_nofile,
-        } => {
+        } if wanted_nofile > nofile.1 => {
             // Past the hard limit only with CAP_SYS_RESOURCE (this machine's root may lack
-            // it; a guest's has it): then the case cannot run here.
-            if wanted_nofile > nofile.1 {
-                let set = NrOpenSet::to(wanted.max(nr_open()));
-                if let Err(error) = setrlimit(Resource::RLIMIT_NOFILE, wanted_nofile, wanted_nofile)
-                {
-                    eprintln!(
-                        "case `{}` left out: RLIMIT_NOFILE cannot be raised to {wanted_nofile} \
-                         here ({error}: raising the hard limit takes CAP_SYS_RESOURCE)",
-                        case.name
-                    );
-                    return None;
-                }
-                drop(set);
+            // it; a guest's has it), and only up to fs.nr_open: that first.
+            let set = NrOpenSet::to(wanted);
+            if let Err(error) = setrlimit(Resource::RLIMIT_NOFILE, wanted_nofile, wanted_nofile) {
+                eprintln!(
+                    "case `{}` left out: RLIMIT_NOFILE cannot be raised to {wanted_nofile} \
+                     here ({error}: raising the hard limit takes CAP_SYS_RESOURCE)",
+                    case.name
+                );
+                return None;
             }
+            Some(set)
+        }
+        Setup::NrOpen {
+            nr_open: wanted,
+            nofile: wanted_nofile,
+        } => {
             raise_nofile(wanted_nofile);
             Some(NrOpenSet::to(wanted))
         }
