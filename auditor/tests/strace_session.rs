@@ -109,16 +109,7 @@ fn a_duration_ends_an_strace_session() {
 #[test]
 fn a_duration_ends_a_started_command_with_its_status() {
     common::packages::require("strace");
-    for (script, code, left_running) in [
-        ("exec sleep 60", 128 + 15, false),
-        ("trap 'exit 7' TERM; while :; do sleep 0.1; done", 7, false),
-        // Its output elsewhere: a command left running holds the pipes it inherited.
-        (
-            "exec >/dev/null 2>&1; trap '' TERM; sleep 6",
-            128 + 15,
-            true,
-        ),
-    ] {
+    for (script, code, left_running) in common::DURATION_ENDINGS {
         let started = common::start(&[
             "strace",
             "--format",
@@ -137,7 +128,7 @@ fn a_duration_ends_a_started_command_with_its_status() {
         assert!(begun.elapsed() < Duration::from_secs(5), "{script}");
         let said = common::json_notes(&report)
             .iter()
-            .any(|note| note.contains("was sent SIGTERM and was still running"));
+            .any(|note| note.contains(common::LEFT_RUNNING));
         assert_eq!(said, left_running, "{script}: {report}");
     }
 }

@@ -116,6 +116,23 @@ pub fn raise_nofile(fds: u64) {
     setrlimit(Resource::RLIMIT_NOFILE, soft.max(fds), hard).unwrap();
 }
 
+/// Commands a `--duration 1s` session ends, with the status the auditor exits with and
+/// whether the command outlives the grace and is left running (said in a note): one that
+/// SIGTERM ends, one that exits 7 on it, one that ignores it (its output elsewhere: a
+/// command left running holds the pipes it inherited).
+pub const DURATION_ENDINGS: [(&str, i32, bool); 3] = [
+    ("exec sleep 60", 128 + 15, false),
+    ("trap 'exit 7' TERM; while :; do sleep 0.1; done", 7, false),
+    (
+        "exec >/dev/null 2>&1; trap '' TERM; sleep 6",
+        128 + 15,
+        true,
+    ),
+];
+
+/// The note of a command left running after a `--duration`.
+pub const LEFT_RUNNING: &str = "was sent SIGTERM and was still running";
+
 /// The machine as a case needs it, while this lives; this process's RLIMIT_NOFILE back as
 /// it was when dropped.
 pub struct Prepared {
