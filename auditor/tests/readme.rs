@@ -70,6 +70,13 @@ fn generated() -> String {
             .collect();
         table.push_str(&format!("- {release}: {}.\n", ids.join(", ")));
     }
+    table.push_str(
+        "\nSites whose arm no workload can drive (the tests drive every other site both ways, \
+         and check that the workload's cases do):\n\n",
+    );
+    for site in SITES.iter().filter(|site| !site.one_armed.is_empty()) {
+        table.push_str(&format!("- `{}`: {}.\n", site.id, site.one_armed));
+    }
     table.push_str("\nSyscalls that allocate fds and are not followed (their allocations are missing from\nthe fd sites' counts):\n\n");
     for (syscalls, why) in auditor_common::syscalls::NOT_FOLLOWED {
         table.push_str(&format!("- {syscalls}: {why}.\n"));
