@@ -335,6 +335,10 @@ const TEARDOWN_LIMIT: Duration = Duration::from_secs(60);
 /// The window before each run in which the machine's CPU use is measured.
 const QUIET_WINDOW: Duration = Duration::from_millis(300);
 
+/// Above this spread of the untraced calls' times over the repetitions (of their median),
+/// the table says the ratios are uncertain.
+const UNTRACED_SPREAD: f64 = 0.10;
+
 /// Above this share of the CPUs' time used by other work, a run is on a busy machine.
 const BUSY: f64 = 0.10;
 
@@ -574,11 +578,24 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     );
     for &(workload, what) in &workloads {
         println!("\n{workload}: {what}");
+        let base = &untraced[workload];
+        // The same untraced calls from one repetition to the next: where the machine's
+        // speed moves that much, so may every ratio.
+        let (low, high) = base.iter().fold((f64::INFINITY, 0.0_f64), |(l, h), &ns| {
+            (l.min(ns), h.max(ns))
+        });
+        let spread = (high - low) / median(base);
+        if spread > UNTRACED_SPREAD {
+            println!(
+                "  untraced took {low:.0} to {high:.0} ns from one repetition to the next ({:.0}% \
+                 of its median): the ratios are uncertain by about as much",
+                spread * 100.0
+            );
+        }
         println!(
             "  {:<16} {:>18} {:>8} {:>12}",
             "config", "ns/call", "ratio", "added/floor"
         );
-        let base = &untraced[workload];
         for &config in &configs {
             let ns = &figures[config.name()][workload];
             let ratios: Vec<f64> = ns.iter().zip(base).map(|(n, b)| n / b).collect();
@@ -609,6 +626,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
                 "median_ratio": median(&ratios),
                 "min_ratio": ratios.iter().copied().fold(f64::INFINITY, f64::min),
                 "added_over_floor": over,
+                "untraced_spread": spread,
             }));
         }
     }
