@@ -150,8 +150,26 @@ impl Drop for Prepared {
     }
 }
 
+/// `CAP_SYS_RESOURCE` (include/uapi/linux/capability.h): raising a hard rlimit.
+const CAP_SYS_RESOURCE: u32 = 24;
+
+/// Whether this process has capability `bit` in its effective set (/proc/self/status).
+fn has_capability(bit: u32) -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let hex = status
+                .lines()
+                .find_map(|line| line.strip_prefix("CapEff:"))?;
+            u64::from_str_radix(hex.trim(), 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << bit) != 0)
+}
+
 /// Sets the machine up as `case` needs it; None (said on stderr) where this kernel lacks
-/// the tracepoint it needs.
+/// the tracepoint it needs, or this process the capability it needs (CAP_SYS_RESOURCE, to
+/// raise the hard RLIMIT_NOFILE: root in a container may lack it; the guests have it, so
+/// the case must run there).
 pub fn prepare(case: &Case) -> Option<Prepared> {
     if let Some(event) = case.needs_event {
         auditor::tracefs::ensure_mounted().unwrap();
@@ -172,6 +190,12 @@ pub fn prepare(case: &Case) -> Option<Prepared> {
             // it; a guest's has it), and only up to fs.nr_open: that first.
             let set = NrOpenSet::to(wanted);
             if let Err(error) = setrlimit(Resource::RLIMIT_NOFILE, wanted_nofile, wanted_nofile) {
+                assert!(
+                    !has_capability(CAP_SYS_RESOURCE),
+                    "case `{}`: RLIMIT_NOFILE cannot be raised to {wanted_nofile} with \
+                     CAP_SYS_RESOURCE: {error}",
+                    case.name
+                );
                 eprintln!(
                     "case `{}` left out: RLIMIT_NOFILE cannot be raised to {wanted_nofile} \
                      here ({error}: raising the hard limit takes CAP_SYS_RESOURCE)",
