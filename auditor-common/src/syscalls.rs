@@ -7,7 +7,7 @@
 //! the catalogue's syscall sets are derived from it.
 
 /// How a syscall allocates, a fact of its row; the rules the return value follows are the
-/// model's (`fd.rs`).
+/// model's (`fd/allocation.rs`).
 /// The syscalls that allocate one fd, by what fails before the allocation.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
