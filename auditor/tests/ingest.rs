@@ -302,7 +302,7 @@ fn fchmodat_flags_from_a_log() {
 }
 
 /// openat2.size_too_small, openat2.size_too_big and open.bad_flags, both ways each, from
-/// a log: the steps of `trace.rs`'s `open_checks_both_ways`.
+/// a log: the steps of the allocation family's case `open checks` but 7.2's O_EMPTYPATH.
 #[test]
 #[ignore = "attaching needs ptrace rights over another process: run `cargo xtask test` as root"]
 fn open_checks_both_ways_from_a_log() {

@@ -232,7 +232,7 @@ fn workloads(workload_binary: &Path) -> Vec<Workload> {
     for (name, steps) in STEPS {
         let before = if name == "steps-growth" {
             // fs.nr_open at 1000 (no power of two), the limit above it: the growth's
-            // rounding and refusals (as the exact test growth_past_fs_nr_open_both_ways).
+            // rounding and refusals (as the workload case `growth past fs.nr_open`).
             "sysctl -qw fs.nr_open=1000; ulimit -n 2048"
         } else {
             "sysctl -qw fs.nr_open=1048576"
