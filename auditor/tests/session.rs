@@ -372,30 +372,8 @@ fn a_signal_at_any_moment_ends_the_session_with_a_report() {
 #[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
 fn a_duration_ends_with_the_commands_status() {
     require_privileges();
-    for (script, code, left_running) in common::DURATION_ENDINGS {
-        let started = common::start(&[
-            "trace",
-            "--format",
-            "json",
-            "--duration",
-            "1s",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ]);
-        let pid = started.child.id();
-        let begun = std::time::Instant::now();
-        let (got, report, _) = common::ended(started);
-        let took = begun.elapsed();
-        assert_eq!(got, Some(code), "{script}: {report}");
-        // The probe's start (1 s here, 26 s on 7.2 under TCG), the second, the grace.
-        assert!(took < Duration::from_secs(60), "{script}: {took:?}");
-        let said = common::json_notes(&report)
-            .iter()
-            .any(|note| note.contains(common::LEFT_RUNNING));
-        assert_eq!(said, left_running, "{script} (auditor {pid}): {report}");
-    }
+    // The probe's start (1 s here, 26 s on 7.2 under TCG), the second, the grace.
+    common::assert_duration_endings("trace", Duration::from_secs(60));
 }
 
 #[test]

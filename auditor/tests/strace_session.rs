@@ -109,28 +109,7 @@ fn a_duration_ends_an_strace_session() {
 #[test]
 fn a_duration_ends_a_started_command_with_its_status() {
     common::packages::require("strace");
-    for (script, code, left_running) in common::DURATION_ENDINGS {
-        let started = common::start(&[
-            "strace",
-            "--format",
-            "json",
-            "--duration",
-            "1s",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ]);
-        let begun = Instant::now();
-        let (got, report, _) = common::ended(started);
-        assert_eq!(got, Some(code), "{script}: {report}");
-        // The second, then at most the grace: never the command's 6 or 60 s.
-        assert!(begun.elapsed() < Duration::from_secs(5), "{script}");
-        let said = common::json_notes(&report)
-            .iter()
-            .any(|note| note.contains(common::LEFT_RUNNING));
-        assert_eq!(said, left_running, "{script}: {report}");
-    }
+    common::assert_duration_endings("strace", Duration::from_secs(5));
 }
 
 /// strace's own failures are the auditor's failures (status 1, with strace's message);

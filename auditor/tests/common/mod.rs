@@ -120,7 +120,7 @@ pub fn raise_nofile(fds: u64) {
 /// whether the command outlives the grace and is left running (said in a note): one that
 /// SIGTERM ends, one that exits 7 on it, one that ignores it (its output elsewhere: a
 /// command left running holds the pipes it inherited).
-pub const DURATION_ENDINGS: [(&str, i32, bool); 3] = [
+const DURATION_ENDINGS: [(&str, i32, bool); 3] = [
     ("exec sleep 60", 128 + 15, false),
     ("trap 'exit 7' TERM; while :; do sleep 0.1; done", 7, false),
     (
@@ -131,7 +131,37 @@ pub const DURATION_ENDINGS: [(&str, i32, bool); 3] = [
 ];
 
 /// The note of a command left running after a `--duration`.
-pub const LEFT_RUNNING: &str = "was sent SIGTERM and was still running";
+const LEFT_RUNNING: &str = "was sent SIGTERM and was still running";
+
+/// Runs `auditor SOURCE --duration 1s -- sh -c SCRIPT` for each of [`DURATION_ENDINGS`]:
+/// it exits with the status given, says whether the command was left running, and ends
+/// within `limit` (the source's start, the second, the grace: never the command's 6 or
+/// 60 s).
+pub fn assert_duration_endings(source: &str, limit: std::time::Duration) {
+    for (script, code, left_running) in DURATION_ENDINGS {
+        let started = start(&[
+            source,
+            "--format",
+            "json",
+            "--duration",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]);
+        let pid = started.child.id();
+        let begun = std::time::Instant::now();
+        let (got, report, _) = ended(started);
+        let took = begun.elapsed();
+        assert_eq!(got, Some(code), "{script}: {report}");
+        assert!(took < limit, "{script}: {took:?}");
+        let said = json_notes(&report)
+            .iter()
+            .any(|note| note.contains(LEFT_RUNNING));
+        assert_eq!(said, left_running, "{script} (auditor {pid}): {report}");
+    }
+}
 
 /// The machine as a case needs it, while this lives; this process's RLIMIT_NOFILE back as
 /// it was when dropped.
