@@ -260,6 +260,7 @@ const EPOLL_CTL: &[Syscall] = &Family::EpollCtl.members::<{ Family::EpollCtl.siz
 const CLOSE: &[Syscall] = &Family::Close.members::<{ Family::Close.size() }>();
 const OPEN: &[Syscall] = &Family::Open.members::<{ Family::Open.size() }>();
 const REPLACE: &[Syscall] = &Family::Replace.members::<{ Family::Replace.size() }>();
+const ADDFD: &[Syscall] = &Family::AddFd.members::<{ Family::AddFd.size() }>();
 const CHMOD: &[Syscall] = &Family::Chmod.members::<{ Family::Chmod.size() }>();
 const POSITIONED_LOOKUP: Family = Family::Lookup(Lookup::FdgetPos);
 const FDGET_POS: &[Syscall] = &POSITIONED_LOOKUP.members::<{ POSITIONED_LOOKUP.size() }>();
@@ -726,6 +727,20 @@ catalogue! {
         unit: Unit::Call,
         syscalls: REPLACE,
         source: &[written("if (unlikely(err < 0)) { if (err == -EMFILE)")],
+        decided: Decided::Exit,
+    }
+    // fs/file.c: replace_fd, from seccomp's ADDFD with SETFD (kernel/seccomp.c), in the
+    // table of the task the supervisor answers.
+    ReplaceFdExpandFailed {
+        id: "replace_fd.expand_failed",
+        function: "replace_fd",
+        file: "fs/file.c",
+        condition: "growing the table of the task a seccomp supervisor answers, for the fd its ADDFD ioctl (SETFD) places there, failed: past fs.nr_open (-> -EMFILE) or out of memory",
+        hint: Hint::Unlikely,
+        hint_since: "3.6",
+        unit: Unit::Call,
+        syscalls: ADDFD,
+        source: &[written("err = expand_files(files, fd); if (unlikely(err < 0")],
         decided: Decided::Exit,
     }
     // fs/open.c: sys_openat2's size tests, then do_sys_openat2's flags test.

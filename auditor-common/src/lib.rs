@@ -15,6 +15,7 @@
 #[cfg(feature = "user")]
 extern crate alloc;
 
+pub mod addfd;
 pub mod catalogue;
 pub mod chmod;
 pub mod close;
@@ -40,6 +41,7 @@ pub mod errno {
     pub const ESRCH: i64 = 3;
     pub const EINTR: i64 = 4;
     pub const EBADF: i64 = 9;
+    pub const EBUSY: i64 = 16;
     pub const ENOENT: i64 = 2;
     pub const ENFILE: i64 = 23;
     pub const EMFILE: i64 = 24;

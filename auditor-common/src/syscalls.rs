@@ -108,6 +108,11 @@ pub enum Family {
     /// executable or unmapped: the user side reads the mappings again) and counted at no
     /// site; without `--stacks` their programs are neither loaded nor attached.
     Mappings,
+    /// ioctl's `SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SETFD` (`addfd.rs`): a
+    /// seccomp supervisor places one of its files at a chosen fd of the task whose call it
+    /// answers (`replace_fd.*`, `fd.*`'s growth, in that task's table). Its calls are the
+    /// ADDFD ones alone: every other ioctl reaches no site.
+    AddFd,
     /// fork, vfork, clone, clone3, unshare: may copy the caller's table (`dup_fd()`):
     /// fork without CLONE_FILES, unshare with CLONE_FILES of a shared table. A log does
     /// not show the table (strace traces clone and clone3 for the threads they make).
@@ -144,6 +149,7 @@ impl Family {
             Family::Chmod => 10,
             Family::Mappings => 11,
             Family::CopyTable => 12,
+            Family::AddFd => 13,
         }
     }
 
@@ -414,11 +420,12 @@ syscalls! {
     Clone = "clone" in CopyTable { enter: Own, exit: Derived, args: &["clone_flags", "newsp", "parent_tidptr", "child_tidptr", "tls"] },
     Clone3 = "clone3" in CopyTable { enter: Own, exit: Derived, args: &["uargs", "size"] },
     Unshare = "unshare" in CopyTable { enter: Own, exit: Derived, args: &["unshare_flags"] },
+    Ioctl = "ioctl" in AddFd { enter: Own, exit: Own, logged: true, args: &["fd", "cmd", "arg"] },
 }
 
 /// The syscalls that allocate fds through `alloc_fd` which the auditor does not follow, and
 /// why: their allocations are missing from the `fd.*` and `fd_prepare.*` counts.
-pub const NOT_FOLLOWED: [(&str, &str); 7] = [
+pub const NOT_FOLLOWED: [(&str, &str); 9] = [
     (
         "fsopen, fspick, fsmount, open_tree, open_tree_attr",
         "the mount API (FD_ADD users in 7.2): what each refuses before its allocation is the filesystem's; not in the syscall table yet",
@@ -442,6 +449,14 @@ pub const NOT_FOLLOWED: [(&str, &str); 7] = [
     (
         "clone, clone3 (CLONE_PIDFD)",
         "the pidfd is allocated inside copy_process, among its many errors",
+    ),
+    (
+        "ioctl SECCOMP_IOCTL_NOTIF_ADDFD without SECCOMP_ADDFD_FLAG_SETFD",
+        "receive_fd() allocates in the table of the task the supervisor answers, another task's, which the supervisor's call does not show",
+    ),
+    (
+        "seccomp (SECCOMP_FILTER_FLAG_NEW_LISTENER)",
+        "the listener's fd is allocated after the filter is checked and before it is attached, whose errors (ENOMEM, a thread that cannot sync) come after it",
     ),
     (
         "open_by_handle_at, memfd_secret",
@@ -517,7 +532,8 @@ enum Property {
     /// Allocates through `FD_PREPARE()` (`FD_ADD()` included).
     Prepares,
     Adds,
-    /// Reaches `expand_files()`: allocates, or grows the table for dup2's newfd.
+    /// Reaches `expand_files()`: allocates, or grows the table for dup2's newfd or an
+    /// ADDFD's.
     Expands,
     /// Reaches `alloc_fdtable()`: expands the table, or copies it.
     Grows,
@@ -534,7 +550,11 @@ impl Property {
             Property::Logged => info.logged,
             Property::Prepares => !matches!(info.prepares, FdPrepare::Direct),
             Property::Adds => matches!(info.prepares, FdPrepare::Add),
-            Property::Expands => Property::Allocates.of(info) || info.family.is(Family::Replace),
+            Property::Expands => {
+                Property::Allocates.of(info)
+                    || info.family.is(Family::Replace)
+                    || info.family.is(Family::AddFd)
+            }
             Property::Grows => Property::Expands.of(info) || Property::Copies.of(info),
             Property::Copies => info.family.is(Family::CopyTable),
         }
@@ -773,7 +793,8 @@ mod tests {
         assert_eq!(Family::Lookup(Lookup::FdgetPos).size(), 2);
         assert_eq!(LOOKING_UP.len(), 4);
         assert_eq!(COPYING.len(), 5);
-        assert_eq!(EXPANDING.len(), ALLOCATING.len() + 2);
+        // dup2, dup3 and ioctl (ADDFD) grow the table without allocating.
+        assert_eq!(EXPANDING.len(), ALLOCATING.len() + 3);
         assert!(Asks::UfdIsMinusOne.asks(u64::from(u32::MAX)));
         assert!(!Asks::UfdIsMinusOne.asks(3));
         assert!(Asks::DupFdCommand.asks(F_DUPFD_CLOEXEC));

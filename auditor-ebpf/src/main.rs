@@ -9,6 +9,7 @@
 #![no_std]
 #![no_main]
 
+mod addfd;
 mod alloc;
 mod args;
 mod chmod;
@@ -163,6 +164,7 @@ pub fn process_exec(ctx: TracePointContext) -> u32 {
 /// Forgets an exiting thread's calls in flight.
 fn forget_thread(tid: u32) {
     let _ = PENDING.remove(tid);
+    addfd::forget_thread(tid);
     alloc::forget_thread(tid);
     dup::forget_thread(tid);
     stacks::forget_thread(tid);

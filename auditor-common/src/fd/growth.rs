@@ -74,6 +74,50 @@ fn alloc_fdtable<R: Recorder>(recorder: &mut R, wanted: u32, nr_open: u32) -> Op
     (too_large == Evaluation::NotTaken).then_some(nr)
 }
 
+/// A recorder that counts every evaluation it is given as undecided: for the tests a call
+/// reaches only if a state nobody read says so.
+struct Unsure<'a, R>(&'a mut R);
+
+impl<R: Recorder> Recorder for Unsure<'_, R> {
+    fn record(&mut self, site: crate::Site, evaluation: Evaluation) {
+        if evaluation != Evaluation::NotReached {
+            self.0.record(site, Evaluation::Undecided);
+        }
+    }
+    fn record_counts(&mut self, site: crate::Site, counts: &crate::Counts) {
+        let undecided = crate::Counts::new(0, 0, counts.total());
+        self.0.record_counts(site, &undecided);
+    }
+}
+
+/// `expand_files(files, fd)` on a table no one read (another task's: a seccomp
+/// supervisor's ADDFD places an fd in the table of the task it answers), knowing only
+/// whether it `failed` (-EMFILE, -ENOMEM). The table has at least [`NR_OPEN_DEFAULT`]
+/// slots; it holds `fd` unless it was full there, which a failure says, and which a
+/// success where the growth would have failed rules out; otherwise the growth's tests are
+/// counted undecided, each as it would have gone.
+#[cfg_attr(target_arch = "bpf", inline(always))]
+pub fn expand_unread_table<R: Recorder>(
+    recorder: &mut R,
+    fd: u32,
+    nr_open: u32,
+    failed: Evaluation,
+) {
+    if fd < NR_OPEN_DEFAULT {
+        return;
+    }
+    match failed {
+        Evaluation::Taken => {
+            grow(recorder, fd, nr_open);
+        }
+        // It could not have grown there: the table held it.
+        Evaluation::NotTaken if grown_max_fds(fd, nr_open).is_none() => {}
+        _ => {
+            grow(&mut Unsure(recorder), fd, nr_open);
+        }
+    }
+}
+
 /// `NR_OPEN_DEFAULT`: the fds of the table embedded in every `files_struct`.
 pub const NR_OPEN_DEFAULT: u32 = BITS_PER_LONG;
 

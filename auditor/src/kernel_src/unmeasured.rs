@@ -88,8 +88,6 @@ rows! {
     "fs/file.c" "__fget_files_rcu" ["unlikely(file != rcu_dereference_raw(*fdentry))", "unlikely(rcu_dereference_raw(*fdentry) != file)"] NotDecidable
         "a race: another thread replaced the fd during the lookup";
     "fs/file.c" "__fget_files_rcu" ["unlikely(rcu_dereference_raw(files->fdt) != fdt)"] NotDecidable RACE_RESIZE;
-    "fs/file.c" "replace_fd" ["err = expand_files(files, fd); if (unlikely(err < 0"] NotYet
-        "seccomp's ADDFD ioctl (SETFD) or the core-dump helper placing an fd at or over fs.nr_open, or the table's growth failing";
     // fs/open.c
     "fs/open.c" "file_get_write_access" ["error = get_write_access(f->f_inode); if (unlikely(error"] NotDecidable
         "the inode is being executed (deny-write), for every file the kernel opens for writing, backing files included";

@@ -6,6 +6,7 @@
 
 use auditor_common::{
     Syscall,
+    addfd::{self, AddFdCall, NotifAddFd},
     dup::DupCall,
     epoll::{EpollCtlCall, EpollWaitCall},
     errno, fd,
@@ -107,6 +108,7 @@ fn errno_value(name: &str) -> Option<i64> {
         "ESRCH" => errno::ESRCH,
         "EINTR" => errno::EINTR,
         "EBADF" => errno::EBADF,
+        "EBUSY" => errno::EBUSY,
         "ENFILE" => errno::ENFILE,
         "ENAMETOOLONG" => errno::ENAMETOOLONG,
         "ENOMEM" => errno::ENOMEM,
@@ -629,6 +631,72 @@ pub fn replace(record: &Record<&str>, syscall: Syscall) -> Result<DupCall, Undec
         flags,
         ret: kernel_return(record),
     })
+}
+
+/// `SECCOMP_ADDFD_FLAG_*` (include/uapi/linux/seccomp.h).
+const ADDFD_FLAGS: [(&str, u64); 2] = [
+    (
+        "SECCOMP_ADDFD_FLAG_SETFD",
+        addfd::SECCOMP_ADDFD_FLAG_SETFD as u64,
+    ),
+    (
+        "SECCOMP_ADDFD_FLAG_SEND",
+        addfd::SECCOMP_ADDFD_FLAG_SEND as u64,
+    ),
+];
+
+/// An ioctl command as strace prints it: by name, as `_IOC(_IOC_WRITE, 0x21, 0x3, 0x20)`
+/// when it knows no name (another size of a known struct), or as a number.
+fn ioctl_command(text: &str) -> Option<u64> {
+    if text == "SECCOMP_IOCTL_NOTIF_ADDFD" {
+        return Some(u64::from(addfd::SECCOMP_IOCTL_NOTIF_ADDFD));
+    }
+    let Some(inner) = text.strip_prefix("_IOC(").and_then(|t| t.strip_suffix(')')) else {
+        return parse_int(text);
+    };
+    let [dir, kind, nr, size] = first_args(inner);
+    let dir = dir?.split('|').try_fold(0, |dir, name| match name {
+        "_IOC_NONE" => Some(dir),
+        "_IOC_WRITE" => Some(dir | 1),
+        "_IOC_READ" => Some(dir | 2),
+        _ => None,
+    })?;
+    let [kind, nr, size] = [kind?, nr?, size?].map(parse_int);
+    Some(dir << 30 | size? << 16 | kind? << 8 | nr?)
+}
+
+/// `ioctl(fd, SECCOMP_IOCTL_NOTIF_ADDFD, {id=…, flags=SECCOMP_ADDFD_FLAG_SETFD, srcfd=3,
+/// newfd=100, newfd_flags=0})`: the model's call (its argument None where strace shows an
+/// address: it could not read it). None for every other ioctl, which reaches no site.
+pub fn addfd(record: &Record<&str>) -> Option<Result<AddFdCall, Undecodable>> {
+    let [_, cmd, argument] = first_args(record.args);
+    if !addfd::is_addfd(ioctl_command(cmd?)?) {
+        return None;
+    }
+    let argument = match argument {
+        Some(text) if text.starts_with('{') => text,
+        _ => {
+            return Some(Ok(AddFdCall {
+                addfd: None,
+                ret: kernel_return(record),
+            }));
+        }
+    };
+    let decoded = (|| {
+        let flags = named_flags(field(argument, "flags"), "flags", &ADDFD_FLAGS)?;
+        let newfd_flags = named_flags(field(argument, "newfd_flags"), "newfd_flags", &OPEN_FLAGS)?;
+        Ok(AddFdCall {
+            addfd: Some(NotifAddFd {
+                id: 0,
+                flags: flags as u32,
+                srcfd: unsigned_fd(field(argument, "srcfd"), "srcfd")?,
+                newfd: number(field(argument, "newfd"), "newfd")?,
+                newfd_flags: newfd_flags as u32,
+            }),
+            ret: kernel_return(record),
+        })
+    })();
+    Some(decoded)
 }
 
 /// `0x80000`, `0200000` or `524288`.

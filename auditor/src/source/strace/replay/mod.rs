@@ -13,7 +13,7 @@ use std::{
 };
 
 use auditor_common::{
-    Evaluation, Site, Syscall,
+    Evaluation, Site, Syscall, addfd,
     catalogue::{self, Counters, Decided, Recorder, Unit},
     chmod, close, dup, epoll,
     fd::{self, Unseen},
@@ -160,6 +160,12 @@ impl Replay {
                 });
                 refused.and(allocated)
             }
+            // The growth's tests are the other task's table's, which a log does not show.
+            Family::AddFd => match decode::addfd(record) {
+                Some(decoded) => decoded.map(|call| addfd::notif_addfd(recorder, &call, None)),
+                // Not an ADDFD: no call of the family.
+                None => return,
+            },
             // Not in the log (see `LOGGED`).
             Family::Lookup(_) | Family::AllocatePair | Family::Mappings | Family::CopyTable => {
                 return;
