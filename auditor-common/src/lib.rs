@@ -43,6 +43,7 @@ pub mod errno {
     pub const EBADF: i64 = 9;
     pub const EBUSY: i64 = 16;
     pub const ENOENT: i64 = 2;
+    pub const EACCES: i64 = 13;
     pub const ENFILE: i64 = 23;
     pub const EMFILE: i64 = 24;
     pub const ENAMETOOLONG: i64 = 36;

@@ -194,7 +194,8 @@ const STEPS: [(&str, &str); 5] = [
     ),
     (
         "steps-growth",
-        "dupfd:1:512 dupfd-emfile:1:970 dupfd-emfile:1:1005 dup2-emfile:3:970 dup2-emfile:2:1005",
+        "dupfd:1:512 dupfd-emfile:1:970 dupfd-emfile:1:1005 dup2-emfile:3:970 dup2-emfile:2:1005 \
+         addfd:3 addfd-emfile:2:1005 addfd-emfile:1:970",
     ),
 ];
 
@@ -232,7 +233,8 @@ fn workloads(workload_binary: &Path) -> Vec<Workload> {
     for (name, steps) in STEPS {
         let before = if name == "steps-growth" {
             // fs.nr_open at 1000 (no power of two), the limit above it: the growth's
-            // rounding and refusals (as the workload case `growth past fs.nr_open`).
+            // rounding and refusals (as the workload cases `growth past fs.nr_open` and
+            // `seccomp's ADDFD`).
             "sysctl -qw fs.nr_open=1000; ulimit -n 2048"
         } else {
             "sysctl -qw fs.nr_open=1048576"

@@ -83,15 +83,25 @@ impl Allocator {
                 AllocOutcome::NotReached
             }
             Allocator::Group if e == errno::EINVAL || e == errno::EPERM => AllocOutcome::NotReached,
+            Allocator::Listener
+                if e == errno::EINVAL || e == errno::EFAULT || e == errno::EACCES =>
+            {
+                AllocOutcome::NotReached
+            }
+            Allocator::Listener if e == errno::EBUSY || e == errno::ESRCH => {
+                AllocOutcome::Reached(AllocResult::Unknown)
+            }
             Allocator::Socket if e == errno::ENFILE || e == errno::ENOMEM => AllocOutcome::Maybe,
             Allocator::Socket => AllocOutcome::NotReached,
             // EINVAL is the flags' test (`refused`) or, after the fd, a socket that is
             // not listening.
             Allocator::Accept if refused || e == errno::EBADF => AllocOutcome::NotReached,
             Allocator::Accept => AllocOutcome::Reached(AllocResult::Unknown),
-            Allocator::Dup | Allocator::DupFd | Allocator::Anon | Allocator::Group => {
-                AllocOutcome::Maybe
-            }
+            Allocator::Dup
+            | Allocator::DupFd
+            | Allocator::Anon
+            | Allocator::Group
+            | Allocator::Listener => AllocOutcome::Maybe,
         }
     }
 

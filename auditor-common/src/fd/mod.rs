@@ -325,6 +325,7 @@ mod tests {
             Allocator::Socket,
             Allocator::Accept,
             Allocator::Group,
+            Allocator::Listener,
         ] {
             assert_eq!(Allocator::from_u32(a as u32), a);
         }
@@ -337,6 +338,18 @@ mod tests {
             Allocator::Group.outcome(e(errno::EINVAL), false),
             NotReached
         );
+        // seccomp's listener: refused by its flags, filter or rights first; a second
+        // listener and TSYNC's thread after the fd; ENOMEM either side.
+        for before in [errno::EINVAL, errno::EFAULT, errno::EACCES] {
+            assert_eq!(Allocator::Listener.outcome(e(before), false), NotReached);
+        }
+        for after in [errno::EBUSY, errno::ESRCH] {
+            assert_eq!(
+                Allocator::Listener.outcome(e(after), false),
+                Reached(AllocResult::Unknown)
+            );
+        }
+        assert_eq!(Allocator::Listener.outcome(e(errno::ENOMEM), false), Maybe);
     }
 
     #[test]

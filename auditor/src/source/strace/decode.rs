@@ -105,6 +105,7 @@ fn errno_value(name: &str) -> Option<i64> {
     Some(match name {
         "EPERM" => errno::EPERM,
         "ENOENT" => errno::ENOENT,
+        "EACCES" => errno::EACCES,
         "ESRCH" => errno::ESRCH,
         "EINTR" => errno::EINTR,
         "EBADF" => errno::EBADF,
@@ -387,6 +388,19 @@ const FCNTL_COMMANDS: [(&str, u64); 2] = [
     ("F_DUPFD_CLOEXEC", syscalls::F_DUPFD_CLOEXEC),
 ];
 
+/// seccomp's `SECCOMP_FILTER_FLAG_*` (include/uapi/linux/seccomp.h).
+const SECCOMP_FILTER_FLAGS: [(&str, u64); 6] = [
+    ("SECCOMP_FILTER_FLAG_TSYNC", 1),
+    ("SECCOMP_FILTER_FLAG_LOG", 2),
+    ("SECCOMP_FILTER_FLAG_SPEC_ALLOW", 4),
+    (
+        "SECCOMP_FILTER_FLAG_NEW_LISTENER",
+        syscalls::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+    ),
+    ("SECCOMP_FILTER_FLAG_TSYNC_ESRCH", 16),
+    ("SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV", 32),
+];
+
 /// accept4's flags as strace names them (x86_64).
 const SOCK_FLAGS: [(&str, u64); 2] = [("SOCK_CLOEXEC", 0o2_000_000), ("SOCK_NONBLOCK", 0o4000)];
 
@@ -408,7 +422,13 @@ pub fn allocation(record: &Record<&str>, syscall: Syscall) -> Result<Allocation,
         _ if let Some(name) = syscall.info().asks.argument() => {
             let asks = syscall.info().asks;
             let text = arg(split_args(record.args).nth(syscall.arg(name)), name)?;
-            let asks_for_one = match parse_int(text) {
+            let value = match asks {
+                syscalls::Asks::NewListenerFlag => {
+                    Some(named_flags(Some(text), name, &SECCOMP_FILTER_FLAGS)?)
+                }
+                _ => parse_int(text),
+            };
+            let asks_for_one = match value {
                 // As the record holds it: an int's bits in the low four bytes.
                 Some(value) => asks.asks(value),
                 None => match FCNTL_COMMANDS.iter().find(|(command, _)| *command == text) {

@@ -8,7 +8,7 @@ use auditor_common::{Site, Syscall};
 use super::{Case, Family, Form, Setup};
 use crate::workload::{
     Fields, Layout, StepError,
-    expected::{Expected, Table},
+    expected::{Expected, Prepared, Table},
     run::{Fds, Result, RunError, ensure, repeat},
 };
 
@@ -254,8 +254,8 @@ impl Family for Dup {
 
 /// What a seccomp supervisor step counts, `each` for each of its `calls` ADDFD ioctls: the
 /// thread whose call it answers (a clone3 sharing the table), the listener's fd the
-/// thread's seccomp() allocates (not followed: `syscalls::NOT_FOLLOWED`), its close at the
-/// end; the other ioctls (RECV, SEND) reach no site.
+/// thread's seccomp() allocates, its close at the end; the other ioctls (RECV, SEND)
+/// reach no site.
 fn supervised(
     e: &mut Expected,
     table: &mut Table,
@@ -263,7 +263,9 @@ fn supervised(
     mut each: impl FnMut(&mut Expected, &mut Table),
 ) {
     e.calls[Syscall::Clone3] += 1;
-    let listener = table.allocate_lowest(&mut Expected::default());
+    e.calls[Syscall::Seccomp] += 1;
+    let listener = table.allocate_lowest(e);
+    e.prepared(Syscall::Seccomp, Prepared::Published);
     for _ in 0..calls {
         e.calls[Syscall::Ioctl] += 1;
         each(e, table);
