@@ -395,6 +395,10 @@ pub mod maps {
     pub const COUNTS_CAPACITY: u32 = 16_384;
     /// Entries of `PENDING` and `PENDING_ALLOC`: traced threads alive at once.
     pub const THREADS_CAPACITY: u32 = 65_536;
+    /// Entries of `PENDING_ADDFD`: seccomp supervisors' ADDFD ioctls in flight at once
+    /// (each waits for the task it answers; one past it is counted without its return
+    /// value).
+    pub const ADDFD_CAPACITY: u32 = 1024;
     /// Entries of `TRACED`: processes followed at once.
     pub const TRACED_CAPACITY: u32 = 65_536;
     /// The ring buffer of `stacks::StackSample`s and `stacks::MappingEvent`s.

@@ -82,6 +82,16 @@ pub const fn n_clamped(n: i32, max_fds: u32) -> bool {
     n as i64 > max_fds as i64
 }
 
+/// The n the rest of `core_sys_select` uses once n >= 0: cut to `max_fds` where
+/// [`n_clamped`].
+pub const fn used_n(n: i32, max_fds: u32) -> u32 {
+    if n_clamped(n, max_fds) {
+        max_fds
+    } else {
+        n as u32
+    }
+}
+
 /// Bytes of one bitmap for `n` fds (`FDS_BYTES`): whole longs.
 pub const fn fds_bytes(n: u32) -> u64 {
     (n as u64).div_ceil(64) * 8
@@ -115,8 +125,7 @@ pub const fn clamp_evaluations(
         None => after_n.evaluate(None),
     };
     let used_n = match (clamped, max_fds) {
-        (Evaluation::Taken, Some(max_fds)) => Some(max_fds),
-        (Evaluation::NotTaken, _) => Some(n as u32),
+        (Evaluation::Taken | Evaluation::NotTaken, Some(max_fds)) => Some(used_n(n, max_fds)),
         _ => None,
     };
     // Clamping only lowers n: up to 320 the bitmaps are on the stack either way.

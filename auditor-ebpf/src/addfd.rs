@@ -28,10 +28,11 @@ struct PendingAddFd {
     addfd: NotifAddFd,
 }
 
-/// ADDFD ioctls in flight, by thread id, as `crate::PENDING`.
+/// ADDFD ioctls in flight, by thread id, as `crate::PENDING` (few at once: its own
+/// capacity, not one per thread).
 #[map]
 static PENDING_ADDFD: HashMap<u32, PendingAddFd> =
-    HashMap::with_max_entries(maps::THREADS_CAPACITY, BPF_F_NO_PREALLOC);
+    HashMap::with_max_entries(maps::ADDFD_CAPACITY, BPF_F_NO_PREALLOC);
 
 pub fn forget_thread(tid: u32) {
     let _ = PENDING_ADDFD.remove(tid);

@@ -107,12 +107,12 @@ fn enter(process: &ProcessKey, entry: &Entry) {
         entry.prelude,
         entry.timeout,
     );
-    if n >= 0 && max_fds != 0 {
-        let used_n = (n as u32).min(max_fds);
-        if let Some(scan) = read_sets(&entry.sets, used_n) {
-            pending.sets_read = 1;
-            pending.scan = scan;
-        }
+    if n >= 0
+        && max_fds != 0
+        && let Some(scan) = read_sets(&entry.sets, select::used_n(n, max_fds))
+    {
+        pending.sets_read = 1;
+        pending.scan = scan;
     }
     if !stash(&pending)
         && let Some(mut row) = Row::of(process)
