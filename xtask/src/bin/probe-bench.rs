@@ -155,6 +155,21 @@ fn getppid(seconds: f64) -> Figures {
     })
 }
 
+/// An ioctl the auditor does not count (FIONREAD on /dev/null: ENOTTY): what a traced
+/// program's other ioctls pay for the programs on ioctl's tracepoints.
+fn ioctl(seconds: f64) -> Figures {
+    let null = open_null();
+    let mut unread: libc::c_int = 0;
+    let figures = timed(seconds, 64, || {
+        for _ in 0..64 {
+            // SAFETY: FIONREAD writes one int, which `unread` is.
+            unsafe { libc::ioctl(null, libc::FIONREAD, &raw mut unread) };
+        }
+    });
+    close(null);
+    figures
+}
+
 fn select_many(seconds: f64) -> Figures {
     let null = open_null();
     let mut opened = Vec::new();
@@ -252,7 +267,7 @@ fn main() {
             let seconds: f64 = value("--seconds").parse().unwrap_or_else(|_| usage());
             pin(cpu);
             type Workload = (&'static str, Box<dyn Fn() -> Figures>);
-            let workloads: [Workload; 7] = [
+            let workloads: [Workload; 8] = [
                 ("poll1", Box::new(move || poll_entries(seconds, 1, 64))),
                 ("pollneg", Box::new(move || poll_entries(seconds, 2, 64))),
                 (
@@ -266,6 +281,7 @@ fn main() {
                 ),
                 ("select1000", Box::new(move || select_many(seconds))),
                 ("getppid", Box::new(move || getppid(seconds))),
+                ("ioctl", Box::new(move || ioctl(seconds))),
             ];
             // `--only A,B`: these workloads alone.
             let only: Option<Vec<&str>> = args
