@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use auditor_common::catalogue::{Hint, SITES};
+use auditor_common::catalogue::{Decided, Hint, SITES};
 
 const BEGIN: &str = "<!-- sites:begin (generated: AUDITOR_WRITE_README=1 cargo test -p auditor --test readme) -->\n";
 const END: &str = "<!-- sites:end -->\n";
@@ -124,6 +124,41 @@ fn generated_text(name: &str, begin: &str, end: &str, text: &str) -> Option<Stri
         path.display()
     );
     Some(page[start..stop].to_string())
+}
+
+/// The counts of sites the README and the guide write in their prose: how many the
+/// auditor knows, and how many of them a log measures (the rest need the task's table).
+#[test]
+fn the_prose_counts_the_catalogue() {
+    let sites = SITES.len();
+    let from_a_log = SITES
+        .iter()
+        .filter(|site| site.decided != Decided::TaskState)
+        .count();
+    let said = [
+        ("README.md", format!("It knows\n{sites} branches")),
+        (
+            "README.md",
+            format!("{from_a_log}\nof the {sites} sites are measured"),
+        ),
+        (
+            "docs/guide.md",
+            format!(
+                "{from_a_log} of\nthe {sites} sites are measured from a log and the other {}",
+                sites - from_a_log
+            ),
+        ),
+    ];
+    for (name, text) in said {
+        let page = std::fs::read_to_string(page(name)).unwrap();
+        // Compared as prose: line breaks are spaces.
+        let flat = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat(&page).contains(&flat(&text)),
+            "{name} does not say `{}`",
+            flat(&text)
+        );
+    }
 }
 
 #[test]
