@@ -1007,6 +1007,63 @@ mod tests {
     }
 
     #[test]
+    fn seccomp_addfd_and_no_other_ioctl() {
+        let addfd = |line| super::addfd(&record(line));
+        let setfd = |newfd, newfd_flags| NotifAddFd {
+            id: 0,
+            flags: addfd::SECCOMP_ADDFD_FLAG_SETFD,
+            srcfd: 3,
+            newfd,
+            newfd_flags,
+        };
+        assert_eq!(
+            addfd(
+                "ioctl(5<anon_inode:seccomp notify>, SECCOMP_IOCTL_NOTIF_ADDFD, {id=0x601e4c4bd8d37a6c, \
+                 flags=SECCOMP_ADDFD_FLAG_SETFD, srcfd=3</dev/null>, newfd=100, newfd_flags=0}) = 100"
+            ),
+            Some(Ok(AddFdCall {
+                addfd: Some(setfd(100, 0)),
+                ret: Some(100)
+            }))
+        );
+        // A larger struct strace has no name for; O_CLOEXEC; a failure.
+        let mut send = setfd(1005, open::O_CLOEXEC as u32);
+        send.flags |= addfd::SECCOMP_ADDFD_FLAG_SEND;
+        assert_eq!(
+            addfd(
+                "ioctl(5, _IOC(_IOC_WRITE, 0x21, 0x3, 0x20), {id=0x1, \
+                 flags=SECCOMP_ADDFD_FLAG_SETFD|SECCOMP_ADDFD_FLAG_SEND, srcfd=3, newfd=1005, \
+                 newfd_flags=O_CLOEXEC}) = -1 EMFILE (Too many open files)"
+            ),
+            Some(Ok(AddFdCall {
+                addfd: Some(send),
+                ret: Some(-errno::EMFILE)
+            }))
+        );
+        // An address: strace could not read the struct.
+        assert_eq!(
+            addfd("ioctl(5, SECCOMP_IOCTL_NOTIF_ADDFD, 0x10) = -1 EFAULT (Bad address)"),
+            Some(Ok(AddFdCall {
+                addfd: None,
+                ret: Some(-errno::EFAULT)
+            }))
+        );
+        assert!(matches!(
+            addfd(
+                "ioctl(5, SECCOMP_IOCTL_NOTIF_ADDFD, {id=0x1, flags=BOGUS, srcfd=3, newfd=4, newfd_flags=0}) = 4"
+            ),
+            Some(Err(Undecodable::Number { what: "flags", .. }))
+        ));
+        for other in [
+            "ioctl(1, TCGETS, 0x7ffdf2ea5e70) = -1 ENOTTY (Inappropriate ioctl for device)",
+            "ioctl(5, SECCOMP_IOCTL_NOTIF_RECV, {id=0x1, pid=7, flags=0, data={nr=__NR_getppid}}) = 0",
+            "ioctl(3, _IOC(_IOC_READ, 0x21, 0x3, 0x18), 0x1) = -1 ENOTTY (Inappropriate ioctl for device)",
+        ] {
+            assert_eq!(addfd(other), None, "{other}");
+        }
+    }
+
+    #[test]
     fn splitting_keeps_nested_parts_whole() {
         assert_eq!(
             split_args("[{fd=3, e=1}, {fd=4}], 2, \"a,b\", 0").collect::<Vec<_>>(),
