@@ -40,6 +40,16 @@ const VERSION: &str = "7.2";
 /// constants, libelf for objtool, pahole for BTF, cpio for the in-kernel headers.
 const BUILD_PACKAGES: [&str; 6] = ["flex", "bison", "bc", "libelf-dev", "dwarves", "cpio"];
 
+/// The programs the real workloads run (the guest runs the host's): sshd and ssh, curl
+/// beside python's http.server, OpenBSD's nc (`-N`), git.
+const WORKLOAD_PACKAGES: [&str; 5] = [
+    "openssh-server",
+    "openssh-client",
+    "curl",
+    "netcat-openbsd",
+    "git",
+];
+
 /// Where the oracle's tree, build and views live.
 fn dir() -> PathBuf {
     workspace_root().join("target/oracle")
@@ -207,13 +217,13 @@ AuthorizedKeysFile /tmp/ssh/authorized_keys\\nStrictModes no\\nUsePAM no\\n\
 PermitRootLogin prohibit-password\\nPasswordAuthentication no\\n' > /tmp/ssh/config";
 
 const SSH: &str = "/usr/sbin/sshd -D -f /tmp/ssh/config & sshd=$!; \
-    while [ ! -s /tmp/ssh/pid ]; do sleep 0.1; done; \
+    for i in $(seq 100); do [ -s /tmp/ssh/pid ] && break; sleep 0.1; done; \
     ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
     -o LogLevel=ERROR -i /tmp/ssh/id -p 2222 root@127.0.0.1 'ls / >/dev/null; echo ok'; \
     sleep 1; kill $sshd; wait";
 
 const HTTP_CURL: &str = "python3 -m http.server 8767 --bind 127.0.0.1 >/dev/null 2>&1 & server=$!; \
-    while ! curl -s -o /dev/null http://127.0.0.1:8767/; do sleep 0.2; done; \
+    for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:8767/ && break; sleep 0.2; done; \
     for i in 1 2 3; do curl -s http://127.0.0.1:8767/ >/dev/null; done; kill $server; wait";
 
 const NC: &str = "nc -l 127.0.0.1 9999 >/dev/null & listener=$!; sleep 1; \
@@ -618,6 +628,7 @@ fn compare(site: &HintedSite, run: &Reading, baseline: &Reading) -> Comparison {
 /// difference at a site with an entry of its own.
 pub fn test(timeout: Duration, reuse_run: bool) -> anyhow::Result<()> {
     let kernel = kernel(std::thread::available_parallelism().map_or(2, usize::from))?;
+    crate::setup::ensure_packages(&WORKLOAD_PACKAGES, "the oracle's real workloads")?;
     let auditor = build::run()?;
     exec(Command::new("cargo").current_dir(workspace_root()).args([
         "build",
