@@ -393,12 +393,11 @@ pub mod maps {
     /// Entries of `COUNTS`: (process, name) rows of a session, each `SiteCounts` per CPU,
     /// allocated as they come.
     pub const COUNTS_CAPACITY: u32 = 16_384;
-    /// Entries of `PENDING` and `PENDING_ALLOC`: traced threads alive at once.
-    pub const THREADS_CAPACITY: u32 = 65_536;
-    /// Entries of `PENDING_ADDFD`: seccomp supervisors' ADDFD ioctls in flight at once
-    /// (each waits for the task it answers; one past it is counted without its return
-    /// value).
-    pub const ADDFD_CAPACITY: u32 = 1024;
+    /// Each thread's call in flight, in its task-local storage (no capacity: the kernel
+    /// makes a thread's at its first followed call and frees it with the task).
+    pub const IN_FLIGHT: &str = "IN_FLIGHT";
+    /// The size of a thread's value in `IN_FLIGHT`: a tag and the largest family record.
+    pub const IN_FLIGHT_VALUE_BYTES: usize = 104;
     /// Entries of `TRACED`: processes followed at once.
     pub const TRACED_CAPACITY: u32 = 65_536;
     /// The ring buffer of `stacks::StackSample`s and `stacks::MappingEvent`s.
@@ -409,12 +408,10 @@ pub mod maps {
     pub const SAMPLED_CAPACITY: u32 = 65_536;
     /// The probe's sampling counts, per process and set of rare sites (`--stacks` only).
     pub const SAMPLED: &str = "SAMPLED";
-    /// Threads in an mmap of code, by thread id (`--stacks` only).
-    pub const MAPPING_CODE: &str = "MAPPING_CODE";
     /// The maps only `--stacks` uses: without it the loader makes each as small as the
     /// kernel allows (one entry, one page of ring buffer), since their sizes are memory
     /// fixed for the session whether used or not.
-    pub const STACKS_ONLY: [&str; 3] = [STACKS, SAMPLED, MAPPING_CODE];
+    pub const STACKS_ONLY: [&str; 2] = [STACKS, SAMPLED];
     /// Entries of `COMMS`: names given with `--comm` and `--thread-comm` together.
     pub const COMMS_CAPACITY: u32 = 64;
 }

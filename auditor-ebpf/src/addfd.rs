@@ -5,37 +5,36 @@
 use auditor_common::{
     ProcessKey, Syscall,
     addfd::{self, AddFdCall, NotifAddFd},
-    maps,
 };
-use aya_ebpf::{
-    bindings::BPF_F_NO_PREALLOC,
-    macros::{map, tracepoint},
-    maps::HashMap,
-    programs::TracePointContext,
-};
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{arg, args, exit_ret, stash_in, take_from, tally, tally::Row, target, task};
+use crate::{
+    arg, args, exit_ret,
+    in_flight::{self, Call, Kind},
+    tally,
+    tally::Row,
+    target, task,
+};
 
 /// An ADDFD ioctl in flight.
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingAddFd {
     process: ProcessKey,
-    /// 1 from entry to exit (see `crate::PENDING`).
-    live: u32,
     /// 1 when `addfd` could be read.
     read: u32,
     addfd: NotifAddFd,
 }
 
-/// ADDFD ioctls in flight, by thread id, as `crate::PENDING` (few at once: its own
-/// capacity, not one per thread).
-#[map]
-static PENDING_ADDFD: HashMap<u32, PendingAddFd> =
-    HashMap::with_max_entries(maps::ADDFD_CAPACITY, BPF_F_NO_PREALLOC);
+impl Call for PendingAddFd {
+    const KIND: Kind = Kind::AddFd;
 
-pub fn forget_thread(tid: u32) {
-    let _ = PENDING_ADDFD.remove(tid);
+    fn unfollowed(&self) {
+        if let Some(mut row) = Row::of(&self.process) {
+            model(&mut row, self, None);
+            tally::call(Syscall::Ioctl);
+        }
+    }
 }
 
 // Inlined: an `Option<i64>` takes two of a BPF call's five argument registers.
@@ -57,25 +56,17 @@ pub fn ioctl_enter(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let addfd = args::read_user::<NotifAddFd>(arg!(&ctx, Ioctl, "arg"));
-    let pending = PendingAddFd {
+    in_flight::stash(&PendingAddFd {
         process,
-        live: 1,
         read: u32::from(addfd.is_some()),
         addfd: addfd.unwrap_or_default(),
-    };
-    if !stash_in(&PENDING_ADDFD, &pending)
-        && let Some(mut row) = Row::of(&process)
-    {
-        // No room to follow the call to its exit: counted without its return value.
-        model(&mut row, &pending, None);
-        tally::call(Syscall::Ioctl);
-    }
+    });
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_ioctl")]
 pub fn ioctl_exit(ctx: TracePointContext) -> u32 {
-    let Some(pending) = take_from(&PENDING_ADDFD, |p| &mut p.live) else {
+    let Some(pending) = in_flight::take::<PendingAddFd>() else {
         return 0;
     };
     if let Some(mut row) = Row::of(&pending.process) {

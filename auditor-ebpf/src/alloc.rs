@@ -9,36 +9,34 @@
 use auditor_common::{
     ProcessKey, Syscall,
     fd::{self, AllocStart},
-    maps, open, shared,
+    open, shared,
     syscalls::{Allocator, Asks, FdPrepare, PairAllocator},
 };
-use aya_ebpf::{
-    bindings::BPF_F_NO_PREALLOC,
-    macros::{map, tracepoint},
-    maps::HashMap,
-    programs::TracePointContext,
-};
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{arg, args, exit_ret, stash_in, take_from, tally, tally::Row, target, task};
+use crate::{
+    arg, args, exit_ret,
+    in_flight::{self, Call, Kind},
+    tally,
+    tally::Row,
+    target, task,
+};
 
 /// An allocation in flight: the table at entry, and what tells its outcome at exit.
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingAlloc {
     process: ProcessKey,
-    /// 1 from entry to exit (see `crate::PENDING`).
-    live: u32,
     table: AllocStart,
     /// An `Allocator` as u32.
     allocator: u32,
-    /// An `FdPrepare` as u32.
-    prepares: u32,
+    prepares: FdPrepare,
     /// 1 when an open's arguments refuse it before the allocation (an empty name, flags or
     /// a size the checks refuse).
     refused: u32,
     /// 1 when the table could be read.
     table_read: u32,
-    syscall: u32,
+    syscall: Syscall,
     /// For pipe, pipe2 and socketpair (two allocations): a `PairAllocator` plus one (0 for
     /// one allocation), and the user address they write the two fds to.
     pair: u32,
@@ -48,13 +46,16 @@ struct PendingAlloc {
     unread_name: u64,
 }
 
-/// Allocations in flight, by thread id, as `crate::PENDING`.
-#[map]
-static PENDING_ALLOC: HashMap<u32, PendingAlloc> =
-    HashMap::with_max_entries(maps::THREADS_CAPACITY, BPF_F_NO_PREALLOC);
+impl Call for PendingAlloc {
+    const KIND: Kind = Kind::Alloc;
 
-pub fn forget_thread(tid: u32) {
-    let _ = PENDING_ALLOC.remove(tid);
+    fn unfollowed(&self) {
+        if let Some(mut row) = Row::of(&self.process) {
+            // It may allocate, on a table not kept.
+            fd::allocation(&mut row, None, fd::AllocOutcome::Maybe);
+            fd::fd_prepare(&mut row, self.prepares, fd::AllocOutcome::Maybe, 0);
+        }
+    }
 }
 
 /// The running kernel's `open::FlagSet`, set by the loader.
@@ -148,26 +149,18 @@ fn enter_with(call: &Allocation, pair: u32, fds: u64) {
     } else {
         0
     };
-    let pending = PendingAlloc {
+    in_flight::stash(&PendingAlloc {
         process,
-        live: 1,
         table: table.unwrap_or_default(),
         allocator,
-        prepares: prepares as u32,
+        prepares,
         refused: u32::from(empty_name || refused),
         table_read: u32::from(table.is_some()),
-        syscall: syscall as u32,
+        syscall,
         pair,
         fds,
         unread_name,
-    };
-    if !stash_in(&PENDING_ALLOC, &pending)
-        && let Some(mut row) = Row::of(&process)
-    {
-        // No room to follow the call to its exit: it may allocate, on a table not kept.
-        fd::allocation(&mut row, None, fd::AllocOutcome::Maybe);
-        fd::fd_prepare(&mut row, prepares, fd::AllocOutcome::Maybe, 0);
-    }
+    });
 }
 
 /// The exit of every allocating syscall, shared: their programs hand over to it, so that
@@ -183,7 +176,7 @@ pub fn alloc_exit(ctx: TracePointContext) -> u32 {
 // chain of calls (each frame rounded up to 32).
 #[inline(always)]
 fn exit(ctx: &TracePointContext) {
-    let Some(pending) = take_from(&PENDING_ALLOC, |p| &mut p.live) else {
+    let Some(pending) = in_flight::take::<PendingAlloc>() else {
         return;
     };
     let Some(mut row) = Row::of(&pending.process) else {
@@ -209,16 +202,11 @@ fn exit(ctx: &TracePointContext) {
         };
         let outcome = allocator.outcome_if_refused(ret, refused);
         fd::allocation(&mut row, table, outcome);
-        fd::fd_prepare(
-            &mut row,
-            FdPrepare::from_u32(pending.prepares),
-            outcome,
-            ret,
-        );
+        fd::fd_prepare(&mut row, pending.prepares, outcome, ret);
     }
     // fcntl's calls are counted at entry, all of them.
-    if pending.syscall != Syscall::Fcntl as u32 {
-        tally::call_numbered(pending.syscall);
+    if pending.syscall != Syscall::Fcntl {
+        tally::call(pending.syscall);
     }
 }
 

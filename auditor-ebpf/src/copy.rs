@@ -6,73 +6,91 @@
 //! whether it ran.
 
 use auditor_common::{
-    Syscall,
+    ProcessKey, Syscall,
     fd::{self, CopyOutcome},
-    prelude::{Prelude, Timeout},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{Pending, arg, args, exit_ret, stash, take_pending, tally, tally::Row, target, task};
+use crate::{
+    arg, args, exit_ret,
+    in_flight::{self, Call, Kind},
+    tally,
+    tally::Row,
+    target, task,
+};
 
 /// include/uapi/linux/sched.h.
 const CLONE_FILES: u64 = 0x400;
 
-/// Whether a call copies the table: what `Pending::count` holds for it.
+/// Whether a call copies the table.
 const NO_COPY: u32 = 0;
 const COPIES: u32 = 1;
 /// clone3's arguments could not be read: it may copy.
 const MAY_COPY: u32 = 2;
+
+/// A call that may copy the table, in flight.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PendingCopy {
+    process: ProcessKey,
+    syscall: Syscall,
+    /// `NO_COPY`, `COPIES` or `MAY_COPY`.
+    copies: u32,
+    /// The slots the copy needs, 0 when they could not be read.
+    open_files: u32,
+}
+
+impl Call for PendingCopy {
+    const KIND: Kind = Kind::CopyTable;
+
+    fn unfollowed(&self) {
+        if let Some(mut row) = Row::of(&self.process) {
+            model(&mut row, self, None);
+            tally::call(self.syscall);
+        }
+    }
+}
 
 /// Notes a call of `syscall` that copies the table when `copies` says so (None: unknown).
 fn enter(syscall: Syscall, copies: Option<bool>) {
     let Some(process) = target::current() else {
         return;
     };
-    let (state, open_files) = match copies {
+    let (copies, open_files) = match copies {
         Some(false) => (NO_COPY, None),
         Some(true) => (COPIES, task::copied_size()),
         None => (MAY_COPY, task::copied_size()),
     };
-    // `arg`: the slots the copy needs, 0 when they could not be read.
-    let pending = Pending::new(
+    in_flight::stash(&PendingCopy {
         process,
         syscall,
-        u64::from(open_files.unwrap_or(0)),
-        state,
-        Prelude::Passes,
-        Timeout::Infinite,
-    );
-    if !stash(&pending)
-        && let Some(mut row) = Row::of(&process)
-    {
-        // No room to follow the call to its exit: counted without its return value.
-        model(&mut row, &pending, None);
-        tally::call(syscall);
-    }
+        copies,
+        open_files: open_files.unwrap_or(0),
+    });
 }
 
 /// The copy's tests, once the return value (None: unknown) says whether it ran.
-fn model(row: &mut Row, pending: &Pending, ret: Option<i64>) {
-    if pending.count == NO_COPY {
+fn model(row: &mut Row, pending: &PendingCopy, ret: Option<i64>) {
+    if pending.copies == NO_COPY {
         return;
     }
-    let open_files = (pending.arg != 0).then_some(pending.arg as u32);
+    let open_files = (pending.open_files != 0).then_some(pending.open_files);
     let outcome = match ret {
-        Some(ret) if ret >= 0 && pending.count == COPIES => CopyOutcome::Copied,
+        Some(ret) if ret >= 0 && pending.copies == COPIES => CopyOutcome::Copied,
         _ => CopyOutcome::Maybe,
     };
     fd::copy_table(row, open_files, task::nr_open(), outcome);
 }
 
 fn exit(ctx: &TracePointContext) {
-    let Some(pending) = take_pending() else {
+    let Some(pending) = in_flight::take::<PendingCopy>() else {
         return;
     };
     let Some(mut row) = Row::of(&pending.process) else {
         return;
     };
     model(&mut row, &pending, Some(exit_ret(ctx)));
-    tally::call_numbered(pending.syscall);
+    tally::call(pending.syscall);
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_fork")]

@@ -4,24 +4,22 @@
 use auditor_common::{
     ProcessKey, Syscall,
     dup::{self, DupCall, DupTable},
-    maps,
 };
-use aya_ebpf::{
-    bindings::BPF_F_NO_PREALLOC,
-    macros::{map, tracepoint},
-    maps::HashMap,
-    programs::TracePointContext,
-};
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{arg, exit_ret, stash_in, take_from, tally, tally::Row, target, task};
+use crate::{
+    arg, exit_ret,
+    in_flight::{self, Call, Kind},
+    tally,
+    tally::Row,
+    target, task,
+};
 
 /// A dup2 or dup3 in flight.
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingDup {
     process: ProcessKey,
-    /// 1 from entry to exit (see `crate::PENDING`).
-    live: u32,
     /// 1 for dup2 (its corner case first), 0 for dup3.
     dup2: u32,
     /// oldfd, newfd, flags.
@@ -31,13 +29,25 @@ struct PendingDup {
     table: DupTable,
 }
 
-/// dup2 and dup3 calls in flight, by thread id, as `crate::PENDING`.
-#[map]
-static PENDING_DUP: HashMap<u32, PendingDup> =
-    HashMap::with_max_entries(maps::THREADS_CAPACITY, BPF_F_NO_PREALLOC);
+impl PendingDup {
+    fn syscall(&self) -> Syscall {
+        if self.dup2 != 0 {
+            Syscall::Dup2
+        } else {
+            Syscall::Dup3
+        }
+    }
+}
 
-pub fn forget_thread(tid: u32) {
-    let _ = PENDING_DUP.remove(tid);
+impl Call for PendingDup {
+    const KIND: Kind = Kind::Dup;
+
+    fn unfollowed(&self) {
+        if let Some(mut row) = Row::of(&self.process) {
+            model(&mut row, self, None);
+            tally::call(self.syscall());
+        }
+    }
 }
 
 fn enter(syscall: Syscall, args: [u32; 3]) {
@@ -45,21 +55,13 @@ fn enter(syscall: Syscall, args: [u32; 3]) {
         return;
     };
     let table = task::dup_table(args[0]);
-    let pending = PendingDup {
+    in_flight::stash(&PendingDup {
         process,
-        live: 1,
         dup2: u32::from(syscall == Syscall::Dup2),
         args,
         table_read: u32::from(table.is_some()),
         table: table.unwrap_or_default(),
-    };
-    if !stash_in(&PENDING_DUP, &pending)
-        && let Some(mut row) = Row::of(&process)
-    {
-        // No room to follow the call to its exit: counted without its return value.
-        model(&mut row, &pending, None);
-        tally::call(syscall);
-    }
+    });
 }
 
 // Inlined: an `Option<i64>` takes two of a BPF call's five argument registers.
@@ -81,16 +83,12 @@ fn model(row: &mut Row, pending: &PendingDup, ret: Option<i64>) {
 }
 
 fn exit(ctx: &TracePointContext) {
-    let Some(pending) = take_from(&PENDING_DUP, |p| &mut p.live) else {
+    let Some(pending) = in_flight::take::<PendingDup>() else {
         return;
     };
     if let Some(mut row) = Row::of(&pending.process) {
         model(&mut row, &pending, Some(exit_ret(ctx)));
-        tally::call(if pending.dup2 != 0 {
-            Syscall::Dup2
-        } else {
-            Syscall::Dup3
-        });
+        tally::call(pending.syscall());
     }
 }
 

@@ -2,26 +2,88 @@
 //! a call (its arguments at entry, its return value at exit).
 
 use auditor_common::{
-    Syscall, UNFOLLOWED_RETURN,
+    ProcessKey, Syscall, UNFOLLOWED_RETURN,
     epoll::{self, EpollCtlCall, EpollWaitCall},
     prelude::{Prelude, Timeout},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{Pending, arg, args, exit_ret, stash, take_pending, tally, tally::Row, target};
+use crate::{
+    arg, args, exit_ret,
+    in_flight::{self, Call, Kind},
+    tally,
+    tally::Row,
+    target,
+};
+
+/// An epoll_wait, epoll_pwait or epoll_pwait2 in flight.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PendingWait {
+    process: ProcessKey,
+    maxevents: i32,
+    /// The events buffer.
+    events: u64,
+    /// The entry point's checks.
+    prelude: Prelude,
+    timeout: Timeout,
+}
+
+impl Call for PendingWait {
+    const KIND: Kind = Kind::EpollWait;
+
+    /// Each branch the call may reach is undecided.
+    fn unfollowed(&self) {
+        if let Some(mut row) = Row::of(&self.process) {
+            let call = EpollWaitCall {
+                maxevents: self.maxevents,
+                events: self.events,
+                prelude: Prelude::Unknown,
+                timeout: self.timeout,
+                ret: UNFOLLOWED_RETURN,
+            };
+            epoll::epoll_wait(&mut row, &call);
+        }
+    }
+}
+
+/// An epoll_ctl in flight.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PendingCtl {
+    process: ProcessKey,
+    op: i32,
+}
+
+impl Call for PendingCtl {
+    const KIND: Kind = Kind::EpollCtl;
+
+    /// Counted without its return value.
+    fn unfollowed(&self) {
+        if let Some(mut row) = Row::of(&self.process) {
+            epoll::epoll_ctl(
+                &mut row,
+                &EpollCtlCall {
+                    op: self.op,
+                    ret: None,
+                },
+            );
+            tally::call(Syscall::EpollCtl);
+        }
+    }
+}
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_wait")]
 pub fn epoll_wait_enter(ctx: TracePointContext) -> u32 {
     if let Some(process) = target::current() {
         let timeout = Timeout::from_millis(arg!(&ctx, EpollWait, "timeout") as i32);
-        enter(&Pending::new(
+        in_flight::stash(&PendingWait {
             process,
-            Syscall::EpollWait,
-            arg!(&ctx, EpollWait, "events"),
-            arg!(&ctx, EpollWait, "maxevents") as u32,
-            timeout.prelude(),
+            maxevents: arg!(&ctx, EpollWait, "maxevents") as i32,
+            events: arg!(&ctx, EpollWait, "events"),
+            prelude: timeout.prelude(),
             timeout,
-        ));
+        });
     }
     0
 }
@@ -40,14 +102,13 @@ pub fn epoll_pwait_enter(ctx: TracePointContext) -> u32 {
             arg!(&ctx, EpollPwait, "sigmask"),
             arg!(&ctx, EpollPwait, "sigsetsize"),
         );
-        enter(&Pending::new(
+        in_flight::stash(&PendingWait {
             process,
-            Syscall::EpollPwait,
-            arg!(&ctx, EpollPwait, "events"),
-            arg!(&ctx, EpollPwait, "maxevents") as u32,
-            timeout.prelude().and(sigmask),
+            maxevents: arg!(&ctx, EpollPwait, "maxevents") as i32,
+            events: arg!(&ctx, EpollPwait, "events"),
+            prelude: timeout.prelude().and(sigmask),
             timeout,
-        ));
+        });
     }
     0
 }
@@ -66,14 +127,13 @@ pub fn epoll_pwait2_enter(ctx: TracePointContext) -> u32 {
             arg!(&ctx, EpollPwait2, "sigmask"),
             arg!(&ctx, EpollPwait2, "sigsetsize"),
         );
-        enter(&Pending::new(
+        in_flight::stash(&PendingWait {
             process,
-            Syscall::EpollPwait2,
-            arg!(&ctx, EpollPwait2, "events"),
-            arg!(&ctx, EpollPwait2, "maxevents") as u32,
-            timeout.prelude().and(sigmask),
+            maxevents: arg!(&ctx, EpollPwait2, "maxevents") as i32,
+            events: arg!(&ctx, EpollPwait2, "events"),
+            prelude: timeout.prelude().and(sigmask),
             timeout,
-        ));
+        });
     }
     0
 }
@@ -84,35 +144,18 @@ pub fn epoll_pwait2_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// Leaves the call for its exit.
-fn enter(pending: &Pending) {
-    if !stash(pending)
-        && let Some(mut row) = Row::of(&pending.process)
-    {
-        // No room to follow the call to its exit: each branch it may reach is undecided.
-        let call = EpollWaitCall {
-            maxevents: pending.count as i32,
-            events: pending.arg,
-            prelude: Prelude::Unknown,
-            timeout: Timeout::from_u32(pending.timeout),
-            ret: UNFOLLOWED_RETURN,
-        };
-        epoll::epoll_wait(&mut row, &call);
-    }
-}
-
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
-    let Some(pending) = take_pending() else {
+    let Some(pending) = in_flight::take::<PendingWait>() else {
         return;
     };
     let Some(mut row) = Row::of(&pending.process) else {
         return;
     };
     let call = EpollWaitCall {
-        maxevents: pending.count as i32,
-        events: pending.arg,
-        prelude: Prelude::from_u32(pending.prelude),
-        timeout: Timeout::from_u32(pending.timeout),
+        maxevents: pending.maxevents,
+        events: pending.events,
+        prelude: pending.prelude,
+        timeout: pending.timeout,
         ret: exit_ret(ctx),
     };
     epoll::epoll_wait(&mut row, &call);
@@ -123,32 +166,18 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
 pub fn epoll_ctl_enter(ctx: TracePointContext) -> u32 {
     if let Some(process) = target::current() {
         let op = arg!(&ctx, EpollCtl, "op") as i32;
-        let pending = Pending::new(
-            process,
-            Syscall::EpollCtl,
-            op as u64,
-            0,
-            Prelude::Passes,
-            Timeout::Infinite,
-        );
-        if !stash(&pending)
-            && let Some(mut row) = Row::of(&process)
-        {
-            // No room to follow the call to its exit: counted without its return value.
-            epoll::epoll_ctl(&mut row, &EpollCtlCall { op, ret: None });
-            tally::call(Syscall::EpollCtl);
-        }
+        in_flight::stash(&PendingCtl { process, op });
     }
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_epoll_ctl")]
 pub fn epoll_ctl_exit(ctx: TracePointContext) -> u32 {
-    if let Some(pending) = take_pending()
+    if let Some(pending) = in_flight::take::<PendingCtl>()
         && let Some(mut row) = Row::of(&pending.process)
     {
         let call = EpollCtlCall {
-            op: pending.arg as i32,
+            op: pending.op,
             ret: Some(exit_ret(&ctx)),
         };
         epoll::epoll_ctl(&mut row, &call);

@@ -5,7 +5,7 @@
 //! entries whose fd was not open. Entries that cannot be read are counted as unreadable.
 
 use auditor_common::{
-    Syscall, UNFOLLOWED_RETURN,
+    ProcessKey, Syscall, UNFOLLOWED_RETURN,
     poll::{self, EntryScan, POLLFD_SIZE, PollCall, PollFd},
     prelude::{Prelude, Timeout},
     shared,
@@ -18,7 +18,43 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{Pending, arg, args, exit_ret, stash, take_pending, tally, tally::Row, target, task};
+use crate::{
+    arg, args, exit_ret,
+    in_flight::{self, Call, Kind},
+    tally,
+    tally::Row,
+    target, task,
+};
+
+/// A poll or ppoll in flight.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PendingPoll {
+    process: ProcessKey,
+    syscall: Syscall,
+    nfds: u32,
+    /// The pollfd array.
+    ufds: u64,
+    /// The entry point's checks.
+    prelude: Prelude,
+    timeout: Timeout,
+}
+
+impl Call for PendingPoll {
+    const KIND: Kind = Kind::Poll;
+
+    fn unfollowed(&self) {
+        if let Some(mut row) = Row::of(&self.process) {
+            let call = PollCall {
+                nfds: self.nfds,
+                prelude: Prelude::Unknown,
+                timeout: self.timeout,
+                ret: UNFOLLOWED_RETURN,
+            };
+            poll::poll(&mut row, &call, || None, &task::Current);
+        }
+    }
+}
 
 /// Entries read per helper call (2 KiB).
 const CHUNK: usize = 256;
@@ -28,15 +64,14 @@ const CHUNK_BYTES: usize = CHUNK * POLLFD_SIZE;
 pub fn poll_enter(ctx: TracePointContext) -> u32 {
     if let Some(process) = target::current() {
         let timeout = Timeout::from_millis(arg!(&ctx, Poll, "timeout_msecs") as i32);
-        let pending = Pending::new(
+        in_flight::stash(&PendingPoll {
             process,
-            Syscall::Poll,
-            arg!(&ctx, Poll, "ufds"),
-            poll::nfds_from_arg(arg!(&ctx, Poll, "nfds")),
-            Prelude::Passes,
+            syscall: Syscall::Poll,
+            nfds: poll::nfds_from_arg(arg!(&ctx, Poll, "nfds")),
+            ufds: arg!(&ctx, Poll, "ufds"),
+            prelude: Prelude::Passes,
             timeout,
-        );
-        enter(&pending);
+        });
     }
     0
 }
@@ -55,15 +90,14 @@ pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
             arg!(&ctx, Ppoll, "sigmask"),
             arg!(&ctx, Ppoll, "sigsetsize"),
         );
-        let pending = Pending::new(
+        in_flight::stash(&PendingPoll {
             process,
-            Syscall::Ppoll,
-            arg!(&ctx, Ppoll, "ufds"),
-            poll::nfds_from_arg(arg!(&ctx, Ppoll, "nfds")),
-            timeout.prelude().and(sigmask),
+            syscall: Syscall::Ppoll,
+            nfds: poll::nfds_from_arg(arg!(&ctx, Ppoll, "nfds")),
+            ufds: arg!(&ctx, Ppoll, "ufds"),
+            prelude: timeout.prelude().and(sigmask),
             timeout,
-        );
-        enter(&pending);
+        });
     }
     0
 }
@@ -82,42 +116,26 @@ pub fn polls_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// Leaves the call for its exit.
-fn enter(pending: &Pending) {
-    if !stash(pending)
-        && let Some(mut row) = Row::of(&pending.process)
-    {
-        // No room to follow the call to its exit: each branch it may reach is undecided.
-        let call = PollCall {
-            nfds: pending.count,
-            prelude: Prelude::Unknown,
-            timeout: Timeout::from_u32(pending.timeout),
-            ret: UNFOLLOWED_RETURN,
-        };
-        poll::poll(&mut row, &call, || None, &task::Current);
-    }
-}
-
 fn exit(ctx: &TracePointContext) {
-    let Some(pending) = take_pending() else {
+    let Some(pending) = in_flight::take::<PendingPoll>() else {
         return;
     };
     let Some(mut row) = Row::of(&pending.process) else {
         return;
     };
     let call = PollCall {
-        nfds: pending.count,
-        prelude: Prelude::from_u32(pending.prelude),
-        timeout: Timeout::from_u32(pending.timeout),
+        nfds: pending.nfds,
+        prelude: pending.prelude,
+        timeout: pending.timeout,
         ret: exit_ret(ctx),
     };
     poll::poll(
         &mut row,
         &call,
-        || walk(pending.arg, pending.count),
+        || walk(pending.ufds, pending.nfds),
         &task::Current,
     );
-    tally::call_numbered(pending.syscall);
+    tally::call(pending.syscall);
 }
 
 /// One walk over a pollfd array, in per-CPU map memory rather than on the stack: the

@@ -17,7 +17,47 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{Pending, arg, args, exit_ret, stash, take_pending, tally, tally::Row, target, task};
+use crate::{
+    arg, args, exit_ret,
+    in_flight::{self, Call, Kind},
+    tally,
+    tally::Row,
+    target, task,
+};
+
+/// A select or pselect6 in flight.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PendingSelect {
+    process: ProcessKey,
+    /// The table's `max_fds` at entry (core_sys_select reads it once); 0: unreadable.
+    max_fds: u32,
+    n: u64,
+    /// The entry point's checks.
+    prelude: Prelude,
+    timeout: Timeout,
+    /// 1 when `scan` holds the walk over the fd_sets read at entry.
+    sets_read: u32,
+    scan: SetScan,
+}
+
+impl Call for PendingSelect {
+    const KIND: Kind = Kind::Select;
+
+    /// Each branch the call may reach is undecided.
+    fn unfollowed(&self) {
+        if let Some(mut row) = Row::of(&self.process) {
+            let call = SelectCall {
+                n: select::n_from_arg(self.n),
+                prelude: Prelude::Unknown,
+                timeout: self.timeout,
+                max_fds: None,
+                ret: UNFOLLOWED_RETURN,
+            };
+            select::select(&mut row, &call, None, &task::Current);
+        }
+    }
+}
 
 /// What select's and pselect6's records pass that the model needs.
 struct Entry {
@@ -27,7 +67,6 @@ struct Entry {
     timeout: Timeout,
     /// The timeout's check and, for pselect6, the signal mask's.
     prelude: Prelude,
-    syscall: Syscall,
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_select")]
@@ -43,7 +82,6 @@ pub fn select_enter(ctx: TracePointContext) -> u32 {
             ],
             timeout,
             prelude: timeout.prelude(),
-            syscall: Syscall::Select,
         };
         enter(&process, &entry);
     }
@@ -71,7 +109,6 @@ pub fn pselect6_enter(ctx: TracePointContext) -> u32 {
             ],
             timeout,
             prelude: sigmask.and(timeout.prelude()),
-            syscall: Syscall::Pselect6,
         };
         enter(&process, &entry);
     }
@@ -97,50 +134,35 @@ fn sigmask_prelude(argpack: u64) -> Prelude {
 
 fn enter(process: &ProcessKey, entry: &Entry) {
     let n = select::n_from_arg(entry.n);
-    // core_sys_select reads max_fds once, at its start; 0: unreadable.
     let max_fds = task::max_fds().unwrap_or(0);
-    let mut pending = Pending::new(
-        *process,
-        entry.syscall,
-        entry.n,
+    let scan = if n >= 0 && max_fds != 0 {
+        read_sets(&entry.sets, select::used_n(n, max_fds))
+    } else {
+        None
+    };
+    in_flight::stash(&PendingSelect {
+        process: *process,
         max_fds,
-        entry.prelude,
-        entry.timeout,
-    );
-    if n >= 0
-        && max_fds != 0
-        && let Some(scan) = read_sets(&entry.sets, select::used_n(n, max_fds))
-    {
-        pending.sets_read = 1;
-        pending.scan = scan;
-    }
-    if !stash(&pending)
-        && let Some(mut row) = Row::of(process)
-    {
-        // No room to follow the call to its exit: each branch it may reach is undecided.
-        let call = SelectCall {
-            n,
-            prelude: Prelude::Unknown,
-            timeout: entry.timeout,
-            max_fds: None,
-            ret: UNFOLLOWED_RETURN,
-        };
-        select::select(&mut row, &call, None, &task::Current);
-    }
+        n: entry.n,
+        prelude: entry.prelude,
+        timeout: entry.timeout,
+        sets_read: u32::from(scan.is_some()),
+        scan: scan.unwrap_or_default(),
+    });
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
-    let Some(pending) = take_pending() else {
+    let Some(pending) = in_flight::take::<PendingSelect>() else {
         return;
     };
     let Some(mut row) = Row::of(&pending.process) else {
         return;
     };
     let call = SelectCall {
-        n: select::n_from_arg(pending.arg),
-        prelude: Prelude::from_u32(pending.prelude),
-        timeout: Timeout::from_u32(pending.timeout),
-        max_fds: (pending.count != 0).then_some(pending.count),
+        n: select::n_from_arg(pending.n),
+        prelude: pending.prelude,
+        timeout: pending.timeout,
+        max_fds: (pending.max_fds != 0).then_some(pending.max_fds),
         ret: exit_ret(ctx),
     };
     let scan = (pending.sets_read != 0).then_some(pending.scan);

@@ -29,6 +29,7 @@ use aya_ebpf::{
 
 use crate::{
     arg,
+    in_flight::{self, Call, Kind},
     target::{self, global},
 };
 
@@ -138,37 +139,49 @@ pub fn mappings_changed(kind: u32, pid: u32) {
     }
 }
 
-/// Threads in an mmap of code, an mprotect that makes memory executable, or an munmap, by
-/// thread id, to tell of at its exit.
-#[map]
-static MAPPING_CODE: HashMap<u32, u32> =
-    HashMap::with_max_entries(maps::THREADS_CAPACITY, BPF_F_NO_PREALLOC);
+/// A traced thread's call that changes its process's mappings (an mmap of code, an
+/// mprotect that makes memory executable, an munmap), to tell of at its exit.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct MappingCall {
+    pid: u32,
+    /// A `stacks::kind`.
+    kind: u32,
+}
 
-/// Notes a traced thread's call that changes its process's mappings, when `changes`.
-fn mapping_enter(changes: bool) -> u32 {
+impl Call for MappingCall {
+    const KIND: Kind = Kind::Mapping;
+
+    /// Told at once: the user side reads the mappings before the change, which it may
+    /// miss, rather than never.
+    fn unfollowed(&self) {
+        mappings_changed(self.kind, self.pid);
+    }
+}
+
+/// Notes a traced thread's call of `kind` that changes its process's mappings, when
+/// `changes`.
+fn mapping_enter(changes: bool, kind: u32) -> u32 {
     if global(&STACKS_ON) == 0 || !changes {
         return 0;
     }
     if let Some(process) = target::current() {
-        // SAFETY: a helper without arguments.
-        let tid = unsafe { bpf_get_current_pid_tgid() } as u32;
-        let _ = MAPPING_CODE.insert(tid, process.pid, 0);
+        in_flight::stash(&MappingCall {
+            pid: process.pid,
+            kind,
+        });
     }
     0
 }
 
-/// ... and the mappings have changed: tells the user side (`kind`), which reads them
-/// while the process still runs (it may have exited by the time its stacks come).
-fn mapping_exit(kind: u32) -> u32 {
+/// ... and the mappings have changed: tells the user side, which reads them while the
+/// process still runs (it may have exited by the time its stacks come).
+fn mapping_exit() -> u32 {
     if global(&STACKS_ON) == 0 {
         return 0;
     }
-    // SAFETY: a helper without arguments.
-    let tid = unsafe { bpf_get_current_pid_tgid() } as u32;
-    // SAFETY: the value is copied out before the entry is removed.
-    if let Some(&pid) = unsafe { MAPPING_CODE.get(tid) } {
-        let _ = MAPPING_CODE.remove(tid);
-        mappings_changed(kind, pid);
+    if let Some(call) = in_flight::take::<MappingCall>() {
+        mappings_changed(call.kind, call.pid);
     }
     0
 }
@@ -176,41 +189,40 @@ fn mapping_exit(kind: u32) -> u32 {
 /// A traced process maps code: the loader loading a library, dlopen, a JIT.
 #[tracepoint(category = "syscalls", name = "sys_enter_mmap")]
 pub fn mmap_enter(ctx: TracePointContext) -> u32 {
-    mapping_enter(arg!(&ctx, Mmap, "prot") & stacks::PROT_EXEC != 0)
+    mapping_enter(
+        arg!(&ctx, Mmap, "prot") & stacks::PROT_EXEC != 0,
+        kind::MAP_CODE,
+    )
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_mmap")]
 pub fn mmap_exit(_ctx: TracePointContext) -> u32 {
-    mapping_exit(kind::MAP_CODE)
+    mapping_exit()
 }
 
 /// A traced process makes memory executable (a JIT).
 #[tracepoint(category = "syscalls", name = "sys_enter_mprotect")]
 pub fn mprotect_enter(ctx: TracePointContext) -> u32 {
-    mapping_enter(arg!(&ctx, Mprotect, "prot") & stacks::PROT_EXEC != 0)
+    mapping_enter(
+        arg!(&ctx, Mprotect, "prot") & stacks::PROT_EXEC != 0,
+        kind::MAP_CODE,
+    )
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_mprotect")]
 pub fn mprotect_exit(_ctx: TracePointContext) -> u32 {
-    mapping_exit(kind::MAP_CODE)
+    mapping_exit()
 }
 
 /// A traced process unmaps memory (code among it, maybe).
 #[tracepoint(category = "syscalls", name = "sys_enter_munmap")]
 pub fn munmap_enter(_ctx: TracePointContext) -> u32 {
-    mapping_enter(true)
+    mapping_enter(true, kind::UNMAP)
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_munmap")]
 pub fn munmap_exit(_ctx: TracePointContext) -> u32 {
-    mapping_exit(kind::UNMAP)
-}
-
-/// Forgets an exiting thread's mapping call in flight, with `--stacks`.
-pub fn forget_thread(tid: u32) {
-    if global(&STACKS_ON) != 0 {
-        let _ = MAPPING_CODE.remove(tid);
-    }
+    mapping_exit()
 }
 
 fn count(index: u32) {

@@ -152,9 +152,3 @@ impl Recorder for Row {
 pub fn call(syscall: Syscall) {
     increment(&CALLS, syscall as u32);
 }
-
-/// [`call`] of a syscall as a stashed entry holds it (its discriminant; a shared exit
-/// learns it there): one past the table is not counted.
-pub fn call_numbered(syscall: u32) {
-    increment(&CALLS, syscall);
-}

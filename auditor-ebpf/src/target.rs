@@ -305,6 +305,5 @@ pub fn process_exit(ctx: TracePointContext) -> u32 {
     if unsafe { TRACED.get(tgid) }.is_some() && task::group_dead() == Some(true) {
         let _ = TRACED.remove(tgid);
     }
-    crate::forget_thread(tid);
     0
 }

@@ -372,6 +372,9 @@ impl Probe {
             Err(why) => (TaskOffsets::default(), Some(why)),
         };
         let mut loader = EbpfLoader::new();
+        // `maps::IN_FLIGHT` is task storage, which aya makes but has no type for: only the
+        // probe uses it.
+        loader.allow_unsupported_maps();
         if filter.stacks.is_none() {
             // SAFETY: sysconf without side effects.
             let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u32;
