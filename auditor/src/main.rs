@@ -470,6 +470,10 @@ struct TraceArgs {
     /// Attach the probe's programs with nothing to do (the benchmark's floor).
     #[arg(long, hide = true)]
     empty_programs: bool,
+    /// Write each probe program's runs and run time in the session (the kernel's BPF run
+    /// statistics, on for the session) to FILE as JSON (the probe bench's per-program view).
+    #[arg(long, hide = true, value_name = "FILE")]
+    program_runs: Option<std::path::PathBuf>,
     /// Serve the live counts for Prometheus at http://ADDRESS/metrics (OpenMetrics text):
     /// `ADDRESS:PORT`, or `PORT` for 127.0.0.1. The report still comes at the end.
     #[arg(long, value_name = "ADDRESS", value_parser = metrics_address)]
@@ -536,6 +540,7 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         status: true,
         empty_programs: args.empty_programs,
+        program_runs: args.program_runs.is_some(),
         metrics: args.metrics.clone(),
         stacks: None,
     };
@@ -545,6 +550,11 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let outputs = args.output.outputs(command.is_some(), &[])?;
+    let program_runs = args
+        .program_runs
+        .as_deref()
+        .map(|path| auditor::output::Output::named(path, "--program-runs", &[]))
+        .transpose()?;
     let options = trace::Options {
         // Stacks for the sites the report shows, of the arm their judged hint calls rare.
         stacks: args.stacks.then(|| {
@@ -568,6 +578,12 @@ fn run_trace(args: TraceArgs) -> anyhow::Result<ExitCode> {
         }
     })?;
     say_how_it_ended(command, session.command_status);
+    if let (Some(output), Some(runs)) = (&program_runs, &session.program_runs) {
+        output.write_with("program runs", |out| {
+            serde_json::to_writer_pretty(&mut *out, runs)?;
+            out.write_all(b"\n")
+        })?;
+    }
     let code = session.exit_code();
     // Stopped while the probe loaded, nothing was counted: one line, not a page of empty
     // tables; JSON still gets its report, whose note says the same, for scripts.

@@ -70,6 +70,9 @@ pub struct Options {
     pub stacks: Option<Arms>,
     /// Serve the live counts for Prometheus at `http://ADDRESS/metrics`.
     pub metrics: Option<String>,
+    /// Turn on the kernel's run statistics of BPF programs for the session and return each
+    /// program's runs and time (the probe bench's view of where the time goes).
+    pub program_runs: bool,
 }
 
 /// The result of a session.
@@ -84,6 +87,8 @@ pub struct Session {
     pub stopped_by: Option<i32>,
     /// Whether the probe was attached (a signal during loading stops before).
     pub attached: bool,
+    /// Each program's runs, with `Options::program_runs`.
+    pub program_runs: Option<Vec<ebpf::ProgramRuns>>,
 }
 
 impl Session {
@@ -402,6 +407,10 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
             },
         }
     };
+    let run_statistics = options
+        .program_runs
+        .then(ebpf::enable_run_statistics)
+        .transpose()?;
     // On any error from here the held child is dropped, and exits without running.
     let mut probe = match Probe::attach(&filter, &|| stop_requested().is_some()) {
         Ok(probe) => probe,
@@ -421,6 +430,7 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
                 command_status: None,
                 stopped_by: Some(signal),
                 attached: false,
+                program_runs: None,
             });
         }
         Err(error) => return Err(error),
@@ -453,6 +463,11 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         crate::write_stderr(format_args!("\r\x1b[K"));
     }
     let elapsed = started.elapsed();
+    let program_runs = run_statistics
+        .is_some()
+        .then(|| probe.program_runs())
+        .transpose()?;
+    drop(run_statistics);
     probe.detach()?;
     let tally = probe.tally()?;
     let mut notes = probe.notes(&tally);
@@ -499,6 +514,7 @@ pub fn trace_with(options: &Options, attached: impl FnOnce()) -> Result<Session,
         command_status,
         stopped_by,
         attached: true,
+        program_runs,
     })
 }
 

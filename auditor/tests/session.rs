@@ -83,6 +83,7 @@ fn a_pid_reused_by_another_process_is_not_counted() {
         duration: Some(Duration::from_secs(60)),
         status: false,
         empty_programs: false,
+        program_runs: false,
         stacks: None,
         metrics: None,
     };
@@ -131,6 +132,7 @@ fn trace_by_name(comms: &[&str], thread_comms: &[&str], steps: &str) -> trace::S
         duration: None,
         status: false,
         empty_programs: false,
+        program_runs: false,
         stacks: None,
         metrics: None,
     };
@@ -229,6 +231,7 @@ fn a_renamed_process_is_counted_under_its_new_name() {
         duration: None,
         status: false,
         empty_programs: false,
+        program_runs: false,
         stacks: None,
         metrics: None,
     };

@@ -23,6 +23,7 @@ fn options(target: Target) -> Options {
         duration: None,
         status: false,
         empty_programs: false,
+        program_runs: false,
         stacks: None,
         metrics: None,
     }
@@ -467,4 +468,26 @@ fn the_syscall_records_are_laid_out_as_the_format_files_say() {
         let offset = tracefs::field_offset("syscalls", &event, "ret").unwrap();
         assert_eq!(offset, std::mem::offset_of!(SysExit, ret), "{event}");
     }
+}
+
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn program_runs_are_the_kernels_run_statistics_of_the_session() {
+    require_privileges();
+    let steps = "poll:300:1:0";
+    let session = trace::trace(&Options {
+        program_runs: true,
+        ..options(Target::Command(workload_command(steps)))
+    })
+    .unwrap();
+    let runs = session.program_runs.expect("asked for");
+    let of = |name: &str| runs.iter().find(|r| r.program == name).unwrap();
+    // The workload's own polls, and whatever else polled meanwhile.
+    for program in ["poll_enter", "poll_exit"] {
+        let poll = of(program);
+        assert!(poll.runs >= 300, "{poll:?}");
+        assert!(poll.run_time_ns > 0, "{poll:?}");
+    }
+    // Without the option the statistics are neither turned on nor read.
+    assert!(trace_workload("poll:1:1:0").program_runs.is_none());
 }

@@ -642,6 +642,29 @@ impl Probe {
         Ok(sums)
     }
 
+    /// How often each attached program ran and for how long in all, as the kernel counts
+    /// while its run statistics are on ([`enable_run_statistics`]; zeros otherwise). A
+    /// shared program's runs are its callers' (a tail call is part of the run).
+    pub fn program_runs(&self) -> Result<Vec<ProgramRuns>, Error> {
+        let mut runs = Vec::with_capacity(self.links.len());
+        for &(name, _) in &self.links {
+            let fd = self
+                .ebpf
+                .program(name)
+                .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
+                .fd()
+                .map_err(|e| Error::Probe(format!("program {name}: {e}")))?;
+            let info = program_info(fd.as_fd())
+                .map_err(|e| Error::Probe(format!("reading the statistics of {name}: {e}")))?;
+            runs.push(ProgramRuns {
+                program: name,
+                runs: info.run_cnt,
+                run_time_ns: info.run_time_ns,
+            });
+        }
+        Ok(runs)
+    }
+
     /// Runs of the probe's programs that the kernel skipped because another BPF program
     /// was running on that CPU (`recursion_misses`): each may have lost a call's counts.
     fn missed_runs(&self) -> Result<u64, Error> {
@@ -896,7 +919,28 @@ fn share_programs(ebpf: &mut Ebpf) -> Result<(), Error> {
 
 /// `recursion_misses` of a loaded program, from `BPF_OBJ_GET_INFO_BY_FD` (aya 0.14 does not
 /// expose it).
+/// One program's runs (see [`Probe::program_runs`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProgramRuns {
+    pub program: &'static str,
+    pub runs: u64,
+    pub run_time_ns: u64,
+}
+
+/// Turns on the kernel's run statistics of BPF programs (`kernel.bpf_stats_enabled`) for
+/// as long as the returned descriptor is open. They cost every BPF program of the machine
+/// two clock reads per run: for measuring the probe, not for counting.
+pub fn enable_run_statistics() -> Result<std::os::fd::OwnedFd, Error> {
+    aya::sys::enable_stats(aya::sys::Stats::RunTime)
+        .map_err(|e| Error::Probe(format!("turning on BPF run statistics: {e}")))
+}
+
 fn recursion_misses(fd: BorrowedFd<'_>) -> std::io::Result<u64> {
+    Ok(program_info(fd)?.recursion_misses)
+}
+
+/// The kernel's `bpf_prog_info` of the program behind `fd`.
+fn program_info(fd: BorrowedFd<'_>) -> std::io::Result<aya_obj::generated::bpf_prog_info> {
     use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
     // SAFETY: both are plain C structs for which all-zero is a valid value.
     let (mut info, mut attr) = unsafe {
@@ -920,7 +964,7 @@ fn recursion_misses(fd: BorrowedFd<'_>) -> std::io::Result<u64> {
     if ret < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(info.recursion_misses)
+    Ok(info)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 mod ingest;
 mod probe;
+mod programs;
 mod quiet;
 
 #[derive(clap::Subcommand)]

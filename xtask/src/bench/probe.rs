@@ -21,7 +21,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
 use super::{
-    median,
+    median, programs,
     quiet::{self, BpfObjects},
 };
 use crate::{build, exec, fixtures, workspace_root};
@@ -572,6 +572,31 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         sessions.insert(*name, (starts, stops));
     }
 
+    // Where the time goes, per workload: a pass of the auditor and one of the floor with
+    // the run statistics on.
+    let mut program_times = BTreeMap::new();
+    for &(workload, _) in &workloads {
+        let bench = [
+            tools.bench.display().to_string(),
+            "run".into(),
+            "--cpu".into(),
+            cpu.to_string(),
+            "--seconds".into(),
+            options.seconds.to_string(),
+            "--only".into(),
+            workload.into(),
+        ];
+        let mut pass = |flags: &[&str]| -> anyhow::Result<Vec<programs::ProgramTime>> {
+            quiet_moment();
+            let times = programs::pass(&tools.auditor, flags, &bench, &tools.dir)?;
+            settle()?;
+            Ok(times)
+        };
+        let auditor = pass(&[])?;
+        let floor = pass(&["--empty-programs"])?;
+        program_times.insert(workload, (auditor, floor));
+    }
+
     let untraced = &figures["untraced"];
     let floor = figures.get("floor");
     let mut rows = Vec::new();
@@ -632,6 +657,9 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
                 "added_over_floor": over,
                 "untraced_spread": spread,
             }));
+        }
+        if let Some((auditor, floor)) = program_times.get(workload) {
+            print!("{}", programs::table(auditor, floor));
         }
     }
     let busy: Vec<String> = machine_by_rep
@@ -704,6 +732,11 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             "load_average": load, "busy_share_before_runs": busiest, "busy": *busiest > BUSY,
         })).collect::<Vec<_>>(),
         "teardown_s": teardowns,
+        "program_runs": program_times.iter().map(|(workload, (auditor, floor))| json!({
+            "workload": workload,
+            "auditor": programs::to_json(auditor),
+            "floor": programs::to_json(floor),
+        })).collect::<Vec<_>>(),
     });
     let path: &Path = &options.json;
     std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
