@@ -355,7 +355,9 @@ macro_rules! allocation_exits {
         $(
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(ctx: TracePointContext) -> u32 {
-                crate::run_shared(&ctx, shared::ALLOC_EXIT);
+                if in_flight::holds(Kind::Alloc) {
+                    crate::run_shared(&ctx, shared::ALLOC_EXIT);
+                }
                 0
             }
         )*

@@ -125,6 +125,19 @@ pub fn stash<C: Call>(call: &C) {
     }
 }
 
+/// Whether this thread's entry program left a call of family `kind` (left in place): a
+/// program hands over to a shared exit only then, so that the exits of untraced tasks
+/// cost no tail call.
+#[inline(always)]
+pub fn holds(kind: Kind) -> bool {
+    if target::empty_programs() {
+        return false;
+    }
+    let slot = current(false);
+    // SAFETY: as in `stash`.
+    !slot.is_null() && unsafe { (*slot).kind } == kind
+}
+
 /// What this thread's entry program left, if it followed a call of `C`'s family; the
 /// record is taken (a second exit finds none).
 #[inline(always)]

@@ -78,7 +78,9 @@ pub fn poll_enter(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_exit_poll")]
 pub fn poll_exit(ctx: TracePointContext) -> u32 {
-    crate::run_shared(&ctx, shared::POLL_EXIT);
+    if in_flight::holds(Kind::Poll) {
+        crate::run_shared(&ctx, shared::POLL_EXIT);
+    }
     0
 }
 
@@ -104,7 +106,9 @@ pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_exit_ppoll")]
 pub fn ppoll_exit(ctx: TracePointContext) -> u32 {
-    crate::run_shared(&ctx, shared::POLL_EXIT);
+    if in_flight::holds(Kind::Poll) {
+        crate::run_shared(&ctx, shared::POLL_EXIT);
+    }
     0
 }
 
