@@ -393,11 +393,13 @@ pub mod maps {
     /// Entries of `COUNTS`: (process, name) rows of a session, each `SiteCounts` per CPU,
     /// allocated as they come.
     pub const COUNTS_CAPACITY: u32 = 16_384;
-    /// Each thread's call in flight, in its task-local storage (no capacity: the kernel
-    /// makes a thread's at its first followed call and frees it with the task).
-    pub const IN_FLIGHT: &str = "IN_FLIGHT";
-    /// The size of a thread's value in `IN_FLIGHT`: a tag and the largest family record.
-    pub const IN_FLIGHT_VALUE_BYTES: usize = 104;
+    /// Each thread's state (whether its process was found not counted, and its call in
+    /// flight), in its task-local storage (no capacity: the kernel makes a thread's at its
+    /// first followed call and frees it with the task).
+    pub const THREAD_STATE: &str = "THREAD_STATE";
+    /// The size of a thread's value in `THREAD_STATE`: the verdict, a tag and the largest
+    /// family record of a call in flight.
+    pub const THREAD_STATE_BYTES: usize = 104;
     /// Entries of `TRACED`: processes followed at once.
     pub const TRACED_CAPACITY: u32 = 65_536;
     /// The ring buffer of `stacks::StackSample`s and `stacks::MappingEvent`s.

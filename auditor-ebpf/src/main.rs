@@ -26,6 +26,7 @@ mod stacks;
 mod tally;
 mod target;
 mod task;
+mod thread;
 
 use auditor_common::{
     failure, shared,

@@ -15,7 +15,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::task;
+use crate::{task, thread};
 
 #[unsafe(no_mangle)]
 static AUDITOR_PID: u32 = 0;
@@ -106,12 +106,47 @@ fn current_tgid() -> u32 {
     (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32
 }
 
-/// The process making the current call, if its calls are counted: one lookup for a
-/// process already seen.
+/// The process making the current call, if its calls are counted. A thread of a process
+/// that is not counted learns so once: its state keeps it, so its later calls pay no hash
+/// lookup. Nothing but an exec makes a live process counted when it was not (the exec of
+/// the command the auditor starts; a followed fork's child is a new task), and the exec
+/// forgets it (`forget_verdict`); with names to match (`--comm`, `--thread-comm`), which a
+/// task may change between the rename's tracepoint and the change itself, every call
+/// decides, as before.
 pub fn current() -> Option<ProcessKey> {
     if empty_programs() || stopped() {
         return None;
     }
+    if global(&FILTER_COMMS) != 0 || global(&FILTER_THREAD_COMMS) != 0 {
+        return decide();
+    }
+    let state = thread::current(true);
+    if state.is_null() {
+        return decide();
+    }
+    // SAFETY: the thread's own state, valid for this program run.
+    let state = unsafe { &mut *state };
+    if state.not_counted != 0 {
+        return None;
+    }
+    let verdict = decide();
+    if verdict.is_none() {
+        state.not_counted = 1;
+    }
+    verdict
+}
+
+/// The exec'ing thread's process may be counted from now on.
+fn forget_verdict() {
+    let state = thread::current(false);
+    if !state.is_null() {
+        // SAFETY: as in `current`.
+        unsafe { (*state).not_counted = 0 };
+    }
+}
+
+/// `current`'s verdict, decided from the targets: one lookup for a process already seen.
+fn decide() -> Option<ProcessKey> {
     let pid = current_tgid();
     if pid == global(&AUDITOR_PID) {
         return None;
@@ -213,6 +248,7 @@ pub fn process_exec(ctx: &TracePointContext, exec_of: &mut u32) -> Result<(), u3
     if empty_programs() {
         return Ok(());
     }
+    forget_verdict();
     let tgid = ctx.tgid();
     let target = global(&EXEC_TARGET);
     if target != 0
