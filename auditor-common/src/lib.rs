@@ -393,13 +393,22 @@ pub mod maps {
     /// Entries of `COUNTS`: (process, name) rows of a session, each `SiteCounts` per CPU,
     /// allocated as they come.
     pub const COUNTS_CAPACITY: u32 = 16_384;
-    /// Each thread's state (whether its process was found not counted, and its call in
-    /// flight), in its task-local storage (no capacity: the kernel makes a thread's at its
-    /// first followed call and frees it with the task).
+    /// Each traced thread's call in flight, in its task-local storage (no capacity: the
+    /// kernel makes a thread's at its first followed call and frees it with the task).
     pub const THREAD_STATE: &str = "THREAD_STATE";
-    /// The size of a thread's value in `THREAD_STATE`: the verdict, a tag and the largest
-    /// family record of a call in flight.
+    /// The size of a thread's value in `THREAD_STATE`: a tag and the largest family record
+    /// of a call in flight.
     pub const THREAD_STATE_BYTES: usize = 104;
+    /// One array of bytes, a slot per pid modulo its length ([`maybe_traced_slot`]), set
+    /// when a pid enters `TRACED` and never cleared in a session: a clear slot proves a
+    /// process untraced without a lookup of `TRACED`.
+    pub const MAYBE_TRACED: &str = "MAYBE_TRACED";
+    /// The length of `MAYBE_TRACED` (a power of two).
+    pub const MAYBE_TRACED_SLOTS: usize = 65_536;
+    /// The slot of process `pid` in `MAYBE_TRACED`.
+    pub const fn maybe_traced_slot(pid: u32) -> usize {
+        pid as usize & (MAYBE_TRACED_SLOTS - 1)
+    }
     /// Entries of `TRACED`: processes followed at once.
     pub const TRACED_CAPACITY: u32 = 65_536;
     /// The ring buffer of `stacks::StackSample`s and `stacks::MappingEvent`s.

@@ -51,7 +51,7 @@ pub fn stash<C: Call>(call: &C) {
 /// cost no tail call.
 #[inline(always)]
 pub fn holds(kind: Kind) -> bool {
-    if target::empty_programs() {
+    if target::empty_programs() || !target::may_count() {
         return false;
     }
     let slot = thread::current(false);
@@ -63,7 +63,7 @@ pub fn holds(kind: Kind) -> bool {
 /// record is taken (a second exit finds none).
 #[inline(always)]
 pub fn take<C: Call>() -> Option<C> {
-    if target::empty_programs() || target::stopped() {
+    if target::empty_programs() || !target::may_count() || target::stopped() {
         return None;
     }
     let slot = thread::current(false);

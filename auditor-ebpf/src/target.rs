@@ -15,7 +15,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::{task, thread};
+use crate::task;
 
 #[unsafe(no_mangle)]
 static AUDITOR_PID: u32 = 0;
@@ -58,6 +58,10 @@ static EXES: HashMap<ProcessKey, [u8; EXE_LEN]> =
 /// Room to read an executable's path into: too large for the BPF stack.
 #[map]
 static EXE_SCRATCH: PerCpuArray<[u8; EXE_LEN]> = PerCpuArray::with_max_entries(1, 0);
+
+/// See `maps::MAYBE_TRACED`: the loader sets the slots of the pids it enters in `TRACED`.
+#[map]
+static MAYBE_TRACED: Array<[u8; maps::MAYBE_TRACED_SLOTS]> = Array::with_max_entries(1, 0);
 
 /// Set to 1 by the loader when the session stops: from then on every program returns at
 /// its first test while the links are closed (which takes the kernel seconds).
@@ -106,43 +110,26 @@ fn current_tgid() -> u32 {
     (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32
 }
 
-/// The process making the current call, if its calls are counted. A thread of a process
-/// that is not counted learns so once: its state keeps it, so its later calls pay no hash
-/// lookup. Nothing but an exec makes a live process counted when it was not (the exec of
-/// the command the auditor starts; a followed fork's child is a new task), and the exec
-/// forgets it (`forget_verdict`); with names to match (`--comm`, `--thread-comm`), which a
-/// task may change between the rename's tracepoint and the change itself, every call
-/// decides, as before.
+/// The process making the current call, if its calls are counted: for a process of the
+/// target, one lookup; for any other, one load (`may_count`).
 pub fn current() -> Option<ProcessKey> {
-    if empty_programs() || stopped() {
+    if empty_programs() || !may_count() || stopped() {
         return None;
     }
-    if global(&FILTER_COMMS) != 0 || global(&FILTER_THREAD_COMMS) != 0 {
-        return decide();
-    }
-    let state = thread::current(true);
-    if state.is_null() {
-        return decide();
-    }
-    // SAFETY: the thread's own state, valid for this program run.
-    let state = unsafe { &mut *state };
-    if state.not_counted != 0 {
-        return None;
-    }
-    let verdict = decide();
-    if verdict.is_none() {
-        state.not_counted = 1;
-    }
-    verdict
+    decide()
 }
 
-/// The exec'ing thread's process may be counted from now on.
-fn forget_verdict() {
-    let state = thread::current(false);
-    if !state.is_null() {
-        // SAFETY: as in `current`.
-        unsafe { (*state).not_counted = 0 };
+/// Whether the current process may be counted: false only when it surely is not, from its
+/// slot in `MAYBE_TRACED` (the targets given by pid or command; with `--all` or names every
+/// process may be).
+#[inline(always)]
+pub fn may_count() -> bool {
+    if global(&TRACE_ALL) != 0 || global(&FILTER_COMMS) != 0 {
+        return true;
     }
+    MAYBE_TRACED
+        .get(0)
+        .is_none_or(|slots| slots[maps::maybe_traced_slot(current_tgid())] != 0)
 }
 
 /// `current`'s verdict, decided from the targets: one lookup for a process already seen.
@@ -188,6 +175,13 @@ fn decide() -> Option<ProcessKey> {
 /// Enters `pid` under `comm` with `flags`: the process to count if COUNTED (also when the
 /// table is full: only this call then pays for the decision).
 fn enter_traced(pid: u32, comm: [u8; COMM_LEN], flags: u32) -> Option<ProcessKey> {
+    // Its slot first: a call that finds it set and the pid not yet in `TRACED` is one
+    // made before the pid entered.
+    if let Some(slots) = MAYBE_TRACED.get_ptr_mut(0) {
+        // SAFETY: a pointer into the map's value, valid for this program run; a byte
+        // store, which a racing CPU's cannot undo (both write 1).
+        unsafe { (*slots)[maps::maybe_traced_slot(pid)] = 1 };
+    }
     let _ = TRACED.insert(pid, Traced { comm, flags }, 0);
     (flags & traced::COUNTED != 0).then_some(ProcessKey { pid, comm })
 }
@@ -248,7 +242,6 @@ pub fn process_exec(ctx: &TracePointContext, exec_of: &mut u32) -> Result<(), u3
     if empty_programs() {
         return Ok(());
     }
-    forget_verdict();
     let tgid = ctx.tgid();
     let target = global(&EXEC_TARGET);
     if target != 0

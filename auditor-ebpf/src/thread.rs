@@ -1,8 +1,6 @@
-//! Each thread's own state, in its task-local storage: whether its process was found not
-//! counted (`target::current`) and its call in flight (`in_flight`). The kernel makes a
-//! thread's state at its first followed call and frees it with the task, so no program
-//! forgets threads, and the calls of a thread whose process is not counted pay no hash
-//! lookup after its first.
+//! Each traced thread's own state, in its task-local storage: its call in flight
+//! (`in_flight`). The kernel makes a thread's state at its first followed call and frees
+//! it with the task, so no program forgets threads, and finding it costs no hash lookup.
 
 use auditor_common::maps;
 use aya_ebpf::{
@@ -33,10 +31,9 @@ pub const RECORD_WORDS: usize = (maps::THREAD_STATE_BYTES - 8) / 8;
 
 #[repr(C)]
 pub struct Thread {
-    /// 1 once `target` has found the thread's process not counted (see `target::current`).
-    pub not_counted: u32,
     /// The call in flight: its family, and its record.
     pub kind: Kind,
+    pub _pad: u32,
     pub record: [u64; RECORD_WORDS],
 }
 

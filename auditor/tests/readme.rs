@@ -235,9 +235,9 @@ fn memory_paragraph(cpus: usize, [plain, stacks]: [auditor::source::ebpf::MapMem
          loaded (their `memlock`), on a machine of {cpus} CPUs: {} in maps of one copy and {} \
          in per-CPU maps without `--stacks`; {} and {} with it (its ring buffer of {} MiB and \
          its sampling tables are made only then). Each traced process adds its row of \
-         counts, {} bytes per CPU, as it first makes a counted call, and each thread \
-         that makes a followed call (traced or not) {} bytes of state in its own storage (whether \
-         its process is counted, and its call in flight), which the kernel frees with the thread.",
+         counts, {} bytes per CPU, as it first makes a counted call, and each of its \
+         threads a {}-byte record of its call in flight in the thread's own storage, which the \
+         kernel frees with the thread.",
         plain.maps,
         mb(plain.shared),
         mb(plain.per_cpu_maps),

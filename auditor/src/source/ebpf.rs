@@ -420,6 +420,21 @@ impl Probe {
             }
         }
         {
+            // Their slots in the probe's filter before `TRACED` (`maps::MAYBE_TRACED`).
+            let mut slots = Box::new([0u8; maps::MAYBE_TRACED_SLOTS]);
+            for &pid in &filter.pids {
+                slots[maps::maybe_traced_slot(pid)] = 1;
+            }
+            let mut maybe_traced: Array<_, [u8; maps::MAYBE_TRACED_SLOTS]> = Array::try_from(
+                ebpf.map_mut(maps::MAYBE_TRACED)
+                    .ok_or(Error::Probe(maps::MAYBE_TRACED.into()))?,
+            )
+            .map_err(|e| map_error(maps::MAYBE_TRACED, e))?;
+            maybe_traced
+                .set(0, *slots, 0)
+                .map_err(|e| map_error(maps::MAYBE_TRACED, e))?;
+        }
+        {
             // The unattributed row is there before any program runs.
             let mut spill: PerCpuHashMap<_, ProcessKey, SiteCounts> = PerCpuHashMap::try_from(
                 ebpf.map_mut(maps::SPILL)
