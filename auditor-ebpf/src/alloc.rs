@@ -355,7 +355,7 @@ macro_rules! allocation_exits {
         $(
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(ctx: TracePointContext) -> u32 {
-                if in_flight::holds(Kind::Alloc) {
+                if in_flight::may_hold() {
                     crate::run_shared(&ctx, shared::ALLOC_EXIT);
                 }
                 0

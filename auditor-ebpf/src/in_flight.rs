@@ -46,17 +46,13 @@ pub fn stash<C: Call>(call: &C) {
     }
 }
 
-/// Whether this thread's entry program left a call of family `kind` (left in place): a
-/// program hands over to a shared exit only then, so that the exits of untraced tasks
-/// cost no tail call.
+/// Whether this thread may have a call in flight: false for a task of a process surely
+/// not counted (`target::may_count`). A program hands over to a shared exit only then, so
+/// that the exits of untraced tasks cost no tail call (and the shared exit's `take` is the
+/// one read of the thread's state).
 #[inline(always)]
-pub fn holds(kind: Kind) -> bool {
-    if target::empty_programs() || !target::may_count() {
-        return false;
-    }
-    let slot = thread::current(false);
-    // SAFETY: as in `stash`.
-    !slot.is_null() && unsafe { (*slot).kind } == kind
+pub fn may_hold() -> bool {
+    !target::empty_programs() && target::may_count()
 }
 
 /// What this thread's entry program left, if it followed a call of `C`'s family; the

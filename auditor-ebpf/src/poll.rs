@@ -78,7 +78,7 @@ pub fn poll_enter(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_exit_poll")]
 pub fn poll_exit(ctx: TracePointContext) -> u32 {
-    if in_flight::holds(Kind::Poll) {
+    if in_flight::may_hold() {
         crate::run_shared(&ctx, shared::POLL_EXIT);
     }
     0
@@ -106,7 +106,7 @@ pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_exit_ppoll")]
 pub fn ppoll_exit(ctx: TracePointContext) -> u32 {
-    if in_flight::holds(Kind::Poll) {
+    if in_flight::may_hold() {
         crate::run_shared(&ctx, shared::POLL_EXIT);
     }
     0
