@@ -152,6 +152,8 @@ struct Walk {
     ufds: u64,
     nfds: u32,
     _pad: u32,
+    /// The address of the chunk read entry by entry (`read_entry`).
+    chunk: u64,
     entries: [PollFd; CHUNK],
 }
 
@@ -241,18 +243,35 @@ extern "C" fn walk_chunk(index: u32, _context: *mut c_void) -> i64 {
         count_entries(state, entries);
     } else {
         // Part of the chunk is not readable (a page not resident): read entry by entry so
-        // that only the entries really out of reach are unreadable.
-        for i in 0..CHUNK {
-            if i >= entries {
-                break;
-            }
-            let address = source + (i * POLLFD_SIZE) as u64;
-            // SAFETY: bpf_probe_read_user checks the address; a fault is an Err.
-            match unsafe { bpf_probe_read_user(address as *const PollFd) } {
-                Ok(entry) => state.scan.push(entry),
-                Err(_) => state.scan.unreadable += 1,
-            }
-        }
+        // that only the entries really out of reach are unreadable, in a loop of its own
+        // that the verifier checks once rather than once per entry.
+        state.chunk = source;
+        // SAFETY: read_entry matches bpf_loop's callback signature.
+        unsafe {
+            generated::bpf_loop(
+                entries as u32,
+                read_entry as *mut c_void,
+                core::ptr::null_mut(),
+                0,
+            )
+        };
+    }
+    0
+}
+
+/// Reads entry `index` of the chunk at `Walk::chunk` alone: counted, or unreadable.
+#[inline(never)]
+extern "C" fn read_entry(index: u32, _context: *mut c_void) -> i64 {
+    let Some(state) = WALK.get_ptr_mut(0) else {
+        return 1;
+    };
+    // SAFETY: this CPU's walk state; see `Walk`.
+    let state = unsafe { &mut *state };
+    let address = state.chunk + u64::from(index) * POLLFD_SIZE as u64;
+    // SAFETY: bpf_probe_read_user checks the address; a fault is an Err.
+    match unsafe { bpf_probe_read_user(address as *const PollFd) } {
+        Ok(entry) => state.scan.push(entry),
+        Err(_) => state.scan.unreadable += 1,
     }
     0
 }
