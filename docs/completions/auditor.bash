@@ -483,7 +483,7 @@ _auditor() {
             return 0
             ;;
         auditor__subcmd__trace)
-            opts="-p -o -h --pid --comm --thread-comm --all --workload --duration --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --color --label --svg --wide --output --stacks --empty-programs --metrics --help"
+            opts="-p -o -h --pid --comm --thread-comm --all --workload --duration --propose --site --format --kernel-src --sort --per-process --group-by --min-evaluations --top --color --label --svg --wide --output --stacks --empty-programs --program-runs --metrics --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -562,6 +562,10 @@ _auditor() {
                     return 0
                     ;;
                 -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --program-runs)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

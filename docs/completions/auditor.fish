@@ -62,6 +62,7 @@ never\t''"
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l label -d 'Say TEXT for what was traced, instead of the command line (which can hold key paths or user@host), in every format' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l svg -d 'Also draw the report as a picture into FILE (SVG): per site, the rare arm\'s share with its 95% interval on a log axis, the 10% bar marked' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -s o -l output -d 'Write the report to FILE: checked before the session starts, replaced whole when it ends (never written through a link, into a FIFO or device, or over an input); `-` is stdout. Without it, the report goes to stderr when a command is started (its output keeps stdout), else to stdout' -r -F
+complete -c auditor -n "__fish_auditor_using_subcommand trace" -l program-runs -d 'Write each probe program\'s runs and run time in the session (the kernel\'s BPF run statistics, on for the session) to FILE as JSON (the probe bench\'s per-program view)' -r -F
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l metrics -d 'Serve the live counts for Prometheus at http://ADDRESS/metrics (OpenMetrics text): `ADDRESS:PORT`, or `PORT` for 127.0.0.1. The report still comes at the end' -r
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l all -d 'Trace every process on the system but the auditor'
 complete -c auditor -n "__fish_auditor_using_subcommand trace" -l per-process -d 'Also show counts per process (pid, command name)'
