@@ -152,7 +152,7 @@ pub fn run(
         // before that, nothing ever opens it: open without blocking, then wait for data.
         let reader = open_fifo(&fifo, &mut child);
         if let Ok(Some(reader)) = &reader {
-            replay.ingest("strace", reader, None);
+            replay.ingest("strace", Batched(reader), None);
         }
         finished.store(true, Ordering::SeqCst);
         let end = watcher.join().expect("the watcher does not panic");
@@ -296,6 +296,29 @@ fn supports_seccomp_bpf() -> bool {
     (major, minor) >= (5, 3)
 }
 
+/// A read of the FIFO that lets strace's lines gather: after a read that found little,
+/// it waits `PAUSE` before the next. strace writes each line as it ends it, so a reader
+/// that reads whatever is there wakes once a line (60,000 times a second on a loop of
+/// small calls), each time taking the CPU strace runs on; gathered, it wakes a few hundred
+/// times. The pipe holds `fs.pipe-max-size` (1 MiB) and strace writes a few MB a second
+/// at most, so strace never waits for it; the end of strace's output is read at most
+/// `PAUSE` late.
+struct Batched<R>(R);
+
+/// A read of less than this is "little".
+const GATHERED: usize = 16 << 10;
+const PAUSE: Duration = Duration::from_millis(2);
+
+impl<R: std::io::Read> std::io::Read for Batched<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.0.read(buf)?;
+        if read > 0 && read < GATHERED.min(buf.len()) {
+            std::thread::sleep(PAUSE);
+        }
+        Ok(read)
+    }
+}
+
 /// Grows the FIFO's pipe buffer to the system's limit (`fs.pipe-max-size`, 1 MiB by
 /// default) from the default 64 KiB: strace blocks on a full pipe, and its tracees with it.
 fn grow_pipe(file: &std::fs::File) {
@@ -347,4 +370,43 @@ fn open_fifo(
     )
     .map_err(std::io::Error::from)?;
     Ok(Some(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    /// A source that gives at most `step` bytes a read, as a pipe does while its writer
+    /// is still writing.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+        reads: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(buf.len()).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            self.reads += 1;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn gathering_reads_passes_every_byte_on_and_the_end() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let mut source = Trickle {
+            data: &data,
+            step: 3_000,
+            reads: 0,
+        };
+        let mut read = Vec::new();
+        Batched(&mut source).read_to_end(&mut read).unwrap();
+        assert_eq!(read, data);
+        assert!(source.data.is_empty() && source.reads > 4);
+    }
 }
