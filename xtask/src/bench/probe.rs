@@ -161,6 +161,10 @@ struct Tools {
     baseline: Option<PathBuf>,
     bench: PathBuf,
     dir: PathBuf,
+    /// The CPUs but the workload's, as taskset takes them (None on one CPU): strace and
+    /// the auditor's strace reader run there, so that they never take the workload's CPU
+    /// and one repetition's tracer sits where the next one's does.
+    tracer_cpus: Option<String>,
 }
 
 impl Tools {
@@ -177,6 +181,17 @@ impl Tools {
             args.extend(["--only".into(), options.workloads.join(",")]);
         }
         args
+    }
+
+    /// `line` run on the tracer's CPUs (the bench pins itself to its own).
+    fn on_tracer_cpus(&self, line: Vec<String>) -> Vec<String> {
+        match &self.tracer_cpus {
+            Some(cpus) => ["taskset".to_string(), "-c".into(), cpus.clone()]
+                .into_iter()
+                .chain(line)
+                .collect(),
+            None => line,
+        }
     }
 
     /// The command line that runs the bench under `config` (None: the untargeted one,
@@ -224,14 +239,16 @@ impl Tools {
                     Config::StraceAsAuditor => AUDITOR_STRACE_FLAGS.to_vec(),
                     _ => vec![],
                 };
-                ["strace", "-f", "-o", "/dev/null", "-e"]
-                    .into_iter()
-                    .map(String::from)
-                    .chain([strace_set()])
-                    .chain(flags.into_iter().map(String::from))
-                    .collect()
+                self.on_tracer_cpus(
+                    ["strace", "-f", "-o", "/dev/null", "-e"]
+                        .into_iter()
+                        .map(String::from)
+                        .chain([strace_set()])
+                        .chain(flags.into_iter().map(String::from))
+                        .collect(),
+                )
             }
-            Config::AuditorStrace => vec![auditor, "strace".into()],
+            Config::AuditorStrace => self.on_tracer_cpus(vec![auditor, "strace".into()]),
         };
         if matches!(
             config,
@@ -249,6 +266,15 @@ impl Tools {
         line.extend(bench.iter().cloned());
         line
     }
+}
+
+/// Every CPU but `cpu` of `cpus`, as taskset's list; None when there is no other.
+fn tracer_cpus(cpus: usize, cpu: usize) -> Option<String> {
+    let others: Vec<String> = (0..cpus)
+        .filter(|&c| c != cpu)
+        .map(|c| c.to_string())
+        .collect();
+    (!others.is_empty()).then(|| others.join(","))
 }
 
 /// ns per call of each workload, from the bench's JSON lines among whatever else the
@@ -442,14 +468,15 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     )?;
     let dir = workspace_root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpu = options.cpu.unwrap_or(cpus - 1);
     let tools = Tools {
         auditor,
         baseline: options.baseline.clone(),
         bench: workspace_root().join("target/release/probe-bench"),
         dir,
+        tracer_cpus: tracer_cpus(cpus, cpu),
     };
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cpu = options.cpu.unwrap_or(cpus - 1);
     let installed = |tool: &str| which::which(tool).is_ok();
     let configs: Vec<Config> = Config::ALL
         .into_iter()
@@ -742,4 +769,30 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
     println!("\nfigures written to {}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tracers_run_on_every_cpu_but_the_workloads() {
+        assert_eq!(tracer_cpus(2, 1).as_deref(), Some("0"));
+        assert_eq!(tracer_cpus(4, 1).as_deref(), Some("0,2,3"));
+        assert_eq!(tracer_cpus(1, 0), None);
+        let tools = Tools {
+            auditor: "auditor".into(),
+            baseline: None,
+            bench: "probe-bench".into(),
+            dir: "/tmp".into(),
+            tracer_cpus: tracer_cpus(2, 1),
+        };
+        let line = tools.command(Config::AuditorStrace, &["probe-bench".into()]);
+        assert_eq!(line[..4], ["taskset", "-c", "0", "auditor"]);
+        let line = tools.command(Config::Strace, &["probe-bench".into()]);
+        assert_eq!(line[..4], ["taskset", "-c", "0", "strace"]);
+        // The probe's tracers run in the kernel, on the workload's CPU: not pinned.
+        let line = tools.command(Config::Auditor, &["probe-bench".into()]);
+        assert_eq!(line[0], "auditor");
+    }
 }
