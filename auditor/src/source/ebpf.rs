@@ -663,14 +663,7 @@ impl Probe {
     pub fn program_runs(&self) -> Result<Vec<ProgramRuns>, Error> {
         let mut runs = Vec::with_capacity(self.links.len());
         for &(name, _) in &self.links {
-            let fd = self
-                .ebpf
-                .program(name)
-                .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
-                .fd()
-                .map_err(|e| Error::Probe(format!("program {name}: {e}")))?;
-            let info = program_info(fd.as_fd())
-                .map_err(|e| Error::Probe(format!("reading the statistics of {name}: {e}")))?;
+            let info = self.program_info(name)?;
             runs.push(ProgramRuns {
                 program: name,
                 runs: info.run_cnt,
@@ -680,20 +673,25 @@ impl Probe {
         Ok(runs)
     }
 
+    /// The kernel's `bpf_prog_info` of the probe's program `name`.
+    fn program_info(&self, name: &str) -> Result<aya_obj::generated::bpf_prog_info, Error> {
+        let fd = self
+            .ebpf
+            .program(name)
+            .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
+            .fd()
+            .map_err(|e| Error::Probe(format!("program {name}: {e}")))?;
+        program_info(fd.as_fd())
+            .map_err(|e| Error::Probe(format!("reading the statistics of {name}: {e}")))
+    }
+
     /// Runs of the probe's programs that the kernel skipped because another BPF program
     /// was running on that CPU (`recursion_misses`): each may have lost a call's counts.
     fn missed_runs(&self) -> Result<u64, Error> {
         let mut total = 0;
         let names = self.links.iter().map(|(name, _)| *name);
         for name in names.chain(shared::PROGRAMS) {
-            let fd = self
-                .ebpf
-                .program(name)
-                .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
-                .fd()
-                .map_err(|e| Error::Probe(format!("program {name}: {e}")))?;
-            total += recursion_misses(fd.as_fd())
-                .map_err(|e| Error::Probe(format!("reading the statistics of {name}: {e}")))?;
+            total += self.program_info(name)?.recursion_misses;
         }
         Ok(total)
     }
@@ -932,8 +930,6 @@ fn share_programs(ebpf: &mut Ebpf) -> Result<(), Error> {
     Ok(())
 }
 
-/// `recursion_misses` of a loaded program, from `BPF_OBJ_GET_INFO_BY_FD` (aya 0.14 does not
-/// expose it).
 /// One program's runs (see [`Probe::program_runs`]).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ProgramRuns {
@@ -950,11 +946,8 @@ pub fn enable_run_statistics() -> Result<std::os::fd::OwnedFd, Error> {
         .map_err(|e| Error::Probe(format!("turning on BPF run statistics: {e}")))
 }
 
-fn recursion_misses(fd: BorrowedFd<'_>) -> std::io::Result<u64> {
-    Ok(program_info(fd)?.recursion_misses)
-}
-
-/// The kernel's `bpf_prog_info` of the program behind `fd`.
+/// The kernel's `bpf_prog_info` of the program behind `fd`, from `BPF_OBJ_GET_INFO_BY_FD`
+/// (aya 0.14 does not expose `recursion_misses`; the run statistics come with it).
 fn program_info(fd: BorrowedFd<'_>) -> std::io::Result<aya_obj::generated::bpf_prog_info> {
     use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
     // SAFETY: both are plain C structs for which all-zero is a valid value.
