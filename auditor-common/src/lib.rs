@@ -253,6 +253,9 @@ pub mod globals {
     pub const EMPTY_PROGRAMS: &str = "EMPTY_PROGRAMS";
     /// u32: 1 to count every process but the auditor's own.
     pub const TRACE_ALL: &str = "TRACE_ALL";
+    /// u32: poll's number on this machine (`__NR_poll`): the shared exit of poll and ppoll
+    /// tells poll's calls, which have no entry program, by it.
+    pub const POLL_SYSCALL_NR: &str = "POLL_SYSCALL_NR";
     /// u32: the [`crate::open::FlagSet`] of the running kernel's `build_open_flags()`.
     pub const OPEN_FLAG_SET: &str = "OPEN_FLAG_SET";
     /// u32: 1 when the comm filter map has entries.

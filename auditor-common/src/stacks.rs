@@ -153,14 +153,6 @@ pub struct Budget {
     pub bytes: u64,
 }
 
-/// Offsets in x86-64's `struct pt_regs` (arch/x86/include/asm/ptrace.h) of the registers
-/// the unwinder needs; fixed by the architecture's syscall ABI.
-pub mod pt_regs {
-    pub const BP: u32 = 4 * 8;
-    pub const IP: u32 = 16 * 8;
-    pub const SP: u32 = 19 * 8;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -381,7 +381,9 @@ use Program::{Derived, Own};
 syscalls! {
     Select = "select" in Select { enter: Own, exit: Own, logged: true, args: &["n", "inp", "outp", "exp", "tvp"] },
     Pselect6 = "pselect6" in Select { enter: Own, exit: Own, logged: true, args: &["n", "inp", "outp", "exp", "tsp", "sig"] },
-    Poll = "poll" in Poll { enter: Own, exit: Own, logged: true, args: &["ufds", "nfds", "timeout_msecs"] },
+    // Decided at its exit alone: its arguments are still in the task's registers there,
+    // and the kernel writes no pollfd but its revents.
+    Poll = "poll" in Poll { exit: Own, logged: true, args: &["ufds", "nfds", "timeout_msecs"] },
     Ppoll = "ppoll" in Poll { enter: Own, exit: Own, logged: true, args: &["ufds", "nfds", "tsp", "sigmask", "sigsetsize"] },
     EpollWait = "epoll_wait" in EpollWait { enter: Own, exit: Own, logged: true, args: &["epfd", "events", "maxevents", "timeout"] },
     EpollPwait = "epoll_pwait" in EpollWait { enter: Own, exit: Own, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
@@ -490,6 +492,25 @@ pub struct SyscallHeader {
     pub common_pid: i32,
     pub syscall_nr: i32,
     _pad: u32,
+}
+
+/// Offsets in x86-64's `struct pt_regs` (arch/x86/include/asm/ptrace.h), where the kernel
+/// keeps a task's user registers from its entry to its return: the unwinder's (`--stacks`)
+/// and the syscall's arguments, which stay there until the exit (the kernel writes only
+/// `ax`, the return value). Fixed by the architecture's entry code; the user side's tests
+/// check them against the running kernel's BTF.
+pub mod pt_regs {
+    pub const BP: u32 = 4 * 8;
+    pub const R10: u32 = 7 * 8;
+    pub const R9: u32 = 8 * 8;
+    pub const R8: u32 = 9 * 8;
+    pub const DX: u32 = 12 * 8;
+    pub const SI: u32 = 13 * 8;
+    pub const DI: u32 = 14 * 8;
+    pub const IP: u32 = 16 * 8;
+    pub const SP: u32 = 19 * 8;
+    /// A syscall's arguments, in order (the x86-64 syscall ABI).
+    pub const ARGS: [u32; 6] = [DI, SI, DX, R10, R8, R9];
 }
 
 /// A `syscalls:sys_enter_NAME` record of a syscall with `N` arguments: each 8 bytes, from

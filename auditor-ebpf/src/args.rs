@@ -2,7 +2,42 @@
 //! signal masks), turned into the shared `auditor-common` terms.
 
 use auditor_common::prelude::{Prelude, Timeout};
-use aya_ebpf::helpers::bpf_probe_read_user;
+use aya_ebpf::helpers::{
+    bpf_probe_read_user,
+    generated::{bpf_get_current_task_btf, bpf_task_pt_regs},
+};
+
+/// The current task's user registers (`struct pt_regs`), which hold its syscall's
+/// arguments until the syscall returns (`auditor_common::syscalls::pt_regs`): how an exit
+/// program reads the arguments of a call that has no entry program.
+#[derive(Clone, Copy)]
+pub struct Registers(*const u8);
+
+impl Registers {
+    pub fn current() -> Registers {
+        // SAFETY: helpers without pointer arguments but the current task's, BTF-typed.
+        Registers(unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const u8)
+    }
+
+    /// The register at `offset` (one of `pt_regs`'s).
+    pub fn at(self, offset: u32) -> u64 {
+        // SAFETY: the pointer is BTF-typed (`struct pt_regs`): the verifier checks the load
+        // against the kernel's type, and the offsets are its members'.
+        unsafe { *self.0.add(offset as usize).cast::<u64>() }
+    }
+}
+
+/// Argument `$name` of `$syscall`, read at its exit from `$registers` ([`Registers`]), the
+/// table's order of arguments in the syscall ABI's registers: `exit_arg!(regs, Poll,
+/// "nfds")`.
+macro_rules! exit_arg {
+    ($registers:expr, $syscall:ident, $name:literal) => {{
+        const OFFSET: u32 =
+            auditor_common::syscalls::pt_regs::ARGS[auditor_common::Syscall::$syscall.arg($name)];
+        $registers.at(OFFSET)
+    }};
+}
+pub(crate) use exit_arg;
 
 pub fn read_user<T>(address: u64) -> Option<T> {
     // SAFETY: bpf_probe_read_user checks the address; a fault is an Err.

@@ -1,5 +1,9 @@
 //! poll and ppoll: what `auditor_common::poll::poll` needs of a call.
 //!
+//! poll has no entry program: its exit reads the arguments from the task's registers
+//! (`poll_at_exit`). ppoll's entry reads its timeout, which the kernel overwrites with the
+//! time left, and its signal mask.
+//!
 //! At exit the array is read in bulk, `CHUNK` entries per `bpf_loop` step, so any nfds the
 //! kernel accepts (up to RLIMIT_NOFILE) is counted whole; revents then holds POLLNVAL for the
 //! entries whose fd was not open. Entries that cannot be read are counted as unreadable.
@@ -9,8 +13,10 @@ use auditor_common::{
     poll::{self, EntryScan, POLLFD_SIZE, PollCall, PollFd},
     prelude::{Prelude, Timeout},
     shared,
+    syscalls::SysExit,
 };
 use aya_ebpf::{
+    EbpfContext,
     cty::c_void,
     helpers::{bpf_probe_read_user, generated},
     macros::{map, tracepoint},
@@ -19,7 +25,9 @@ use aya_ebpf::{
 };
 
 use crate::{
-    arg, args, exit_ret,
+    arg,
+    args::{self, Registers, exit_arg},
+    exit_ret,
     in_flight::{self, Call, Kind},
     tally,
     tally::Row,
@@ -60,21 +68,10 @@ impl Call for PendingPoll {
 const CHUNK: usize = 256;
 const CHUNK_BYTES: usize = CHUNK * POLLFD_SIZE;
 
-#[tracepoint(category = "syscalls", name = "sys_enter_poll")]
-pub fn poll_enter(ctx: TracePointContext) -> u32 {
-    if let Some(process) = target::current() {
-        let timeout = Timeout::from_millis(arg!(&ctx, Poll, "timeout_msecs") as i32);
-        in_flight::stash(&PendingPoll {
-            process,
-            syscall: Syscall::Poll,
-            nfds: poll::nfds_from_arg(arg!(&ctx, Poll, "nfds")),
-            ufds: arg!(&ctx, Poll, "ufds"),
-            prelude: Prelude::Passes,
-            timeout,
-        });
-    }
-    0
-}
+/// Poll's number on this machine, set by the loader: the shared exit tells poll's calls by
+/// it.
+#[unsafe(no_mangle)]
+static POLL_SYSCALL_NR: u32 = 0;
 
 #[tracepoint(category = "syscalls", name = "sys_exit_poll")]
 pub fn poll_exit(ctx: TracePointContext) -> u32 {
@@ -121,9 +118,24 @@ pub fn polls_exit(ctx: TracePointContext) -> u32 {
 }
 
 fn exit(ctx: &TracePointContext) {
-    let Some(pending) = in_flight::take::<PendingPoll>() else {
-        return;
-    };
+    // SAFETY: every sys_exit record is laid out as SysExit.
+    let syscall_nr = unsafe { (*ctx.as_ptr().cast::<SysExit>()).header.syscall_nr };
+    let ret = exit_ret(ctx);
+    // Counted in one body, called from both ways: a record built on either path and
+    // merged after would let the compiler spill whatever register it likes into the
+    // record's padding, which the verifier refuses for a pointer.
+    if syscall_nr as u32 == target::global(&POLL_SYSCALL_NR) {
+        if let Some(pending) = poll_at_exit() {
+            count(&pending, ret);
+        }
+    } else if let Some(pending) = in_flight::take::<PendingPoll>() {
+        count(&pending, ret);
+    }
+}
+
+/// Counts a finished call of poll or ppoll.
+#[inline(never)]
+fn count(pending: &PendingPoll, ret: i64) {
     let Some(mut row) = Row::of(&pending.process) else {
         return;
     };
@@ -131,7 +143,7 @@ fn exit(ctx: &TracePointContext) {
         nfds: pending.nfds,
         prelude: pending.prelude,
         timeout: pending.timeout,
-        ret: exit_ret(ctx),
+        ret,
     };
     poll::poll(
         &mut row,
@@ -140,6 +152,23 @@ fn exit(ctx: &TracePointContext) {
         &task::Current,
     );
     tally::call(pending.syscall);
+}
+
+/// A poll, read at its exit alone: its arguments from the task's registers, its array
+/// from user memory, where the kernel changed no entry but its `revents`. Without an
+/// entry program a poll costs one program run, not two, and a call in flight when the
+/// session began is counted whole.
+fn poll_at_exit() -> Option<PendingPoll> {
+    let process = target::current()?;
+    let registers = Registers::current();
+    Some(PendingPoll {
+        process,
+        syscall: Syscall::Poll,
+        nfds: poll::nfds_from_arg(exit_arg!(registers, Poll, "nfds")),
+        ufds: exit_arg!(registers, Poll, "ufds"),
+        prelude: Prelude::Passes,
+        timeout: Timeout::from_millis(exit_arg!(registers, Poll, "timeout_msecs") as i32),
+    })
 }
 
 /// One walk over a pollfd array, in per-CPU map memory rather than on the stack: the

@@ -12,8 +12,9 @@ use auditor_common::{
     Counts, ProcessKey, SITE_COUNT, Site, maps,
     stacks::{
         self, Budget, MappingEvent, PAGE, RareSites, STACK_PAGES, SampleKey, SiteBits, StackSample,
-        kind, pt_regs, stat,
+        kind, stat,
     },
+    syscalls::pt_regs,
 };
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},

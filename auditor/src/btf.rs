@@ -290,4 +290,28 @@ mod tests {
         }
         assert!(btf.has_enumerator("bpf_func_id", "BPF_FUNC_map_lookup_elem"));
     }
+
+    /// The probe reads a task's user registers at offsets fixed in `pt_regs` (its stack's
+    /// and a syscall's arguments at exit): they are the kernel's.
+    #[test]
+    fn the_registers_the_probe_reads_are_where_the_running_kernel_keeps_them() {
+        use auditor_common::syscalls::pt_regs;
+        let Ok(btf) = Btf::from_sys_fs() else {
+            eprintln!("skipping: {VMLINUX} is not readable here");
+            return;
+        };
+        for (member, offset) in [
+            ("bp", pt_regs::BP),
+            ("r10", pt_regs::R10),
+            ("r9", pt_regs::R9),
+            ("r8", pt_regs::R8),
+            ("dx", pt_regs::DX),
+            ("si", pt_regs::SI),
+            ("di", pt_regs::DI),
+            ("ip", pt_regs::IP),
+            ("sp", pt_regs::SP),
+        ] {
+            assert_eq!(btf.member_offset("pt_regs", member), Ok(offset), "{member}");
+        }
+    }
 }

@@ -353,6 +353,7 @@ impl Probe {
         let auditor_pid = std::process::id();
         let empty_programs = flag(filter.empty_programs);
         let open_flag_set = kernel::open_flag_set() as u32;
+        let poll_syscall_nr = libc::SYS_poll as u32;
         let trace_all = flag(filter.all);
         let filter_comms = flag(names > 0);
         let filter_thread_comms = flag(!filter.thread_comms.is_empty());
@@ -386,6 +387,7 @@ impl Probe {
             .override_global(globals::AUDITOR_PID, &auditor_pid, true)
             .override_global(globals::EMPTY_PROGRAMS, &empty_programs, true)
             .override_global(globals::OPEN_FLAG_SET, &open_flag_set, true)
+            .override_global(globals::POLL_SYSCALL_NR, &poll_syscall_nr, true)
             .override_global(globals::TRACE_ALL, &trace_all, true)
             .override_global(globals::FILTER_COMMS, &filter_comms, true)
             .override_global(globals::FILTER_THREAD_COMMS, &filter_thread_comms, true)

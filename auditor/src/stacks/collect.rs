@@ -181,6 +181,9 @@ impl Unwinding {
             return false;
         };
         self.images.insert(pid, Image::new(maps, &mut self.objects));
+        // Read after the unmap: its stacks to come are unwound with these mappings, even
+        // if it is gone by then (a JIT that maps code and soon exits).
+        self.unmapped_since.remove(&pid);
         true
     }
 
@@ -314,5 +317,23 @@ mod tests {
         assert!(!named(&state), "{:?}", state.collected.stacks);
         assert_eq!(state.collected.unmapped, 1);
         assert_eq!(state.collected.samples, 2);
+    }
+
+    /// Mappings read after an unmap (code mapped in its place: a JIT) are the ones its
+    /// later stacks are unwound with, though the process is gone by the time they come.
+    #[test]
+    fn mappings_read_after_an_unmap_unwind_the_stacks_that_come_after_it() {
+        let mut state = Unwinding::default();
+        let pid = std::process::id();
+        for kind in [kind::UNMAP, kind::MAP_CODE] {
+            state.record(&bytes_of(&MappingEvent { kind, pid }));
+        }
+        assert!(state.unmapped_since.contains(&pid));
+        state.read_changed();
+        assert!(state.images.contains_key(&pid));
+        assert!(
+            state.unmapped_since.is_empty(),
+            "a sample would read them again, and find the process gone"
+        );
     }
 }
