@@ -190,6 +190,55 @@ fn pid_target_counts_its_threads_and_ends_with_it() {
     assert_attached_exact("wait select:3:-1 thread poll:5:64:8 pselect6:4:9");
 }
 
+/// A poll already waiting when the session attaches is counted whole at its exit: poll is
+/// decided there alone, from the registers the task entered the kernel with.
+#[test]
+#[ignore = "needs root and tracefs: run `cargo xtask test` as root"]
+fn a_poll_waiting_when_the_session_attaches_is_counted_whole() {
+    require_privileges();
+    common::packages::require("python3");
+    // One poll of stdin with no timeout, then the interpreter's exit (which polls no more).
+    let script = "import select; p = select.poll(); p.register(0, select.POLLIN); p.poll()";
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let in_poll = || {
+        std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+            .is_ok_and(|call| call.starts_with(&format!("{} ", libc::SYS_poll)))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !in_poll() {
+        assert!(std::time::Instant::now() < deadline, "python never polled");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    let mut options = options(Target::Processes {
+        pids: vec![pid],
+        comms: vec![],
+        thread_comms: vec![],
+    });
+    options.duration = Some(Duration::from_secs(60));
+    let session = trace::trace_with(&options, || stdin.write_all(b"x").unwrap()).unwrap();
+    assert!(child.wait().unwrap().success());
+    let tally = &session.observation.tally;
+    let polls: Vec<_> = tally.calls().filter(|(name, _)| *name == "poll").collect();
+    assert_eq!(polls, [("poll", 1)]);
+    use auditor_common::{Counts, Site};
+    for (site, counts) in [
+        (Site::PollNfdsOverRlimit, Counts::new(0, 1, 0)),
+        (Site::PollEntriesOnHeap, Counts::new(0, 1, 0)),
+        // No timeout: it waited.
+        (Site::PollZeroTimeout, Counts::new(0, 1, 0)),
+        (Site::PollFdNegative, Counts::new(0, 1, 0)),
+        (Site::PollFdNotOpen, Counts::new(0, 1, 0)),
+    ] {
+        assert_eq!(tally.site_total(site), counts, "{site:?}");
+    }
+}
+
 /// `--pid P` where P's main thread has exited and another thread runs on: P is still a
 /// process, counted until its last thread ends.
 #[test]

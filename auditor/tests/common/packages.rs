@@ -42,6 +42,12 @@ pub const PACKAGES: &[Package] = &[
         ],
     },
     Package {
+        name: "python3",
+        provides: "/usr/bin/python3",
+        used_for: "a process already waiting in poll when the probe attaches to it",
+        tests: &["a_poll_waiting_when_the_session_attaches_is_counted_whole"],
+    },
+    Package {
         name: "strace",
         provides: "/usr/bin/strace",
         used_for: "the strace source's tests record logs with it and run it",
