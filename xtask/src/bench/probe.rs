@@ -4,10 +4,12 @@
 //! as the time from starting a session to the first counted call and from the end of the
 //! traced command (or Ctrl-C) to the auditor's exit.
 //!
-//! Configurations alternate within every repetition, so that all see the same machine;
-//! each figure is the median (and min) over repetitions of the ratio to the untraced run
-//! of the same repetition, and the added cost over the floor's added cost: the floor is
-//! the probe's own programs on the same attach points, loaded to do nothing.
+//! Configurations alternate within every repetition, so that all see the same machine,
+//! and each traced run follows an untraced run of its own: the machine's speed moves
+//! between two levels from one moment to the next (the untraced calls of one run by up
+//! to a third), so each figure is the median (and min) over repetitions of the ratio to
+//! the untraced run just before it, and the added cost over the floor's added cost: the
+//! floor is the probe's own programs on the same attach points, loaded to do nothing.
 
 use std::{
     collections::BTreeMap,
@@ -522,14 +524,32 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         teardowns.push(seconds(quiet::wait_for_teardown(&before, TEARDOWN_LIMIT)?));
         Ok(())
     };
-    // figures[config][workload] = ns per call, one per repetition.
+    // figures[config][workload] = ns per call, one per repetition; beside[config][workload]
+    // the untraced run's just before it.
     let mut figures: BTreeMap<&str, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    let mut beside: BTreeMap<&str, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    let record = |into: &mut BTreeMap<&str, BTreeMap<String, Vec<f64>>>,
+                  config: Config,
+                  result: BTreeMap<String, f64>| {
+        for (workload, ns) in result {
+            into.entry(config.name())
+                .or_default()
+                .entry(workload)
+                .or_default()
+                .push(ns);
+        }
+    };
     let (mut attach_beside, mut stop_beside) = (Vec::new(), Vec::new());
     let mut machine_by_rep = Vec::new();
     for rep in 0..options.reps {
         let load = quiet::load_average();
         let mut busiest: f64 = 0.0;
         for &config in &configs {
+            if config != Config::Untraced {
+                busiest = busiest.max(quiet_moment());
+                let untraced = run_line(&bench, workloads.len())?;
+                record(&mut beside, config, untraced);
+            }
             busiest = busiest.max(quiet_moment());
             let result = if config == Config::Untargeted {
                 let (beside, attached) = Beside::start(&tools)?;
@@ -541,14 +561,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
                 run_line(&tools.command(config, &bench), workloads.len())?
             };
             settle()?;
-            for (workload, ns) in result {
-                figures
-                    .entry(config.name())
-                    .or_default()
-                    .entry(workload)
-                    .or_default()
-                    .push(ns);
-            }
+            record(&mut figures, config, result);
         }
         eprintln!(
             "repetition {} of {}: load {load:.2} before it; other work used at most {:.0}% of \
@@ -629,7 +642,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     println!(
         "probe bench: {} reps, {} s per workload, pinned to CPU {cpu}; ns per call, median (min); \
-         ratio to untraced and added cost over the floor's, medians of per-rep values",
+         ratio to the untraced run just before each and added cost over the floor's, medians of per-rep values",
         options.reps, options.seconds
     );
     for &(workload, what) in &workloads {
@@ -652,15 +665,21 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             "  {:<16} {:>18} {:>8} {:>12}",
             "config", "ns/call", "ratio", "added/floor"
         );
+        // The untraced run just before `config`'s of each repetition.
+        let base_of = |config: Config| -> &Vec<f64> {
+            beside
+                .get(config.name())
+                .map_or(base, |runs| &runs[workload])
+        };
         for &config in &configs {
             let ns = &figures[config.name()][workload];
-            let ratios: Vec<f64> = ns.iter().zip(base).map(|(n, b)| n / b).collect();
+            let ratios: Vec<f64> = ns.iter().zip(base_of(config)).map(|(n, b)| n / b).collect();
             let over_floor: Option<Vec<f64>> =
                 floor.filter(|_| config != Config::Untraced).map(|floor| {
                     ns.iter()
-                        .zip(base)
-                        .zip(&floor[workload])
-                        .map(|((n, b), f)| (n - b) / (f - b))
+                        .zip(base_of(config))
+                        .zip(floor[workload].iter().zip(base_of(Config::Floor)))
+                        .map(|((n, b), (f, fb))| (n - b) / (f - fb))
                         .collect()
                 });
             let min = ns.iter().copied().fold(f64::INFINITY, f64::min);
@@ -677,6 +696,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
                 "workload": workload,
                 "config": config.name(),
                 "ns_per_call": ns,
+                "untraced_before_ns": base_of(config),
                 "median_ns": median(ns),
                 "min_ns": min,
                 "median_ratio": median(&ratios),
