@@ -176,7 +176,7 @@ pub fn alloc_exit(ctx: TracePointContext) -> u32 {
 // chain of calls (each frame rounded up to 32).
 #[inline(always)]
 fn exit(ctx: &TracePointContext) {
-    let Some(pending) = in_flight::take::<PendingAlloc>() else {
+    let Some(pending) = in_flight::take_handed_over::<PendingAlloc>() else {
         return;
     };
     let Some(mut row) = Row::of(&pending.process) else {

@@ -59,7 +59,16 @@ pub fn may_hold() -> bool {
 /// record is taken (a second exit finds none).
 #[inline(always)]
 pub fn take<C: Call>() -> Option<C> {
-    if target::empty_programs() || !target::may_count() || target::stopped() {
+    if !may_hold() {
+        return None;
+    }
+    take_handed_over()
+}
+
+/// [`take`] in a shared program, whose caller found [`may_hold`] for the same call.
+#[inline(always)]
+pub fn take_handed_over<C: Call>() -> Option<C> {
+    if target::empty_programs() || target::stopped() {
         return None;
     }
     let slot = thread::current(false);

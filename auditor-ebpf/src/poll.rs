@@ -128,7 +128,7 @@ fn exit(ctx: &TracePointContext) {
         if let Some(pending) = poll_at_exit() {
             count(&pending, ret);
         }
-    } else if let Some(pending) = in_flight::take::<PendingPoll>() {
+    } else if let Some(pending) = in_flight::take_handed_over::<PendingPoll>() {
         count(&pending, ret);
     }
 }
@@ -159,7 +159,7 @@ fn count(pending: &PendingPoll, ret: i64) {
 /// entry program a poll costs one program run, not two, and a call in flight when the
 /// session began is counted whole.
 fn poll_at_exit() -> Option<PendingPoll> {
-    let process = target::current()?;
+    let process = target::current_handed_over()?;
     let registers = Registers::current();
     Some(PendingPoll {
         process,

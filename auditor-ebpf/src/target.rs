@@ -113,7 +113,16 @@ fn current_tgid() -> u32 {
 /// The process making the current call, if its calls are counted: for a process of the
 /// target, one lookup; for any other, one load (`may_count`).
 pub fn current() -> Option<ProcessKey> {
-    if empty_programs() || !may_count() || stopped() {
+    if !may_count() {
+        return None;
+    }
+    current_handed_over()
+}
+
+/// [`current`] in a shared program: the program that handed over to it found `may_count`
+/// (`in_flight::may_hold`) for the same call.
+pub fn current_handed_over() -> Option<ProcessKey> {
+    if empty_programs() || stopped() {
         return None;
     }
     decide()
