@@ -180,22 +180,32 @@ const SMALL: usize = 8;
 /// branch. None for a larger array, or one not wholly readable (the walk then reads it
 /// entry by entry).
 fn read_small(ufds: u64, nfds: u32) -> Option<EntryScan> {
-    let bytes = nfds as usize * POLLFD_SIZE;
-    if nfds as usize > SMALL || bytes > SMALL * POLLFD_SIZE {
+    if nfds as usize > SMALL {
         return None;
     }
-    let mut entries = [PollFd::default(); SMALL];
+    // Bounded again on the register the helper gets: the compiler drops a second test it
+    // can prove, and 6.1's verifier does not carry the first one over to it.
+    // SAFETY: a read of a local.
+    let bytes = unsafe { core::ptr::read_volatile(&(nfds as usize * POLLFD_SIZE)) };
+    if bytes > SMALL * POLLFD_SIZE {
+        return None;
+    }
+    // Zeroed a word at a time: an array initialiser becomes a call to a byte loop.
+    let mut entries = core::mem::MaybeUninit::<[PollFd; SMALL]>::uninit();
+    let words = entries.as_mut_ptr().cast::<u64>();
+    for i in 0..SMALL {
+        // SAFETY: word i of the array (a PollFd is 8 bytes).
+        unsafe { core::ptr::write_volatile(words.add(i), 0) };
+    }
     // SAFETY: `entries` is SMALL * POLLFD_SIZE bytes long and bytes is no more.
     let read = unsafe {
-        generated::bpf_probe_read_user(
-            entries.as_mut_ptr().cast(),
-            bytes as u32,
-            ufds as *const c_void,
-        )
+        generated::bpf_probe_read_user(words.cast(), bytes as u32, ufds as *const c_void)
     };
     if read != 0 {
         return None;
     }
+    // SAFETY: every byte was written above (zeros, then what was read).
+    let entries = unsafe { entries.assume_init() };
     let (mut negative, mut not_open) = (0, 0);
     for entry in entries {
         let (n, o) = poll::entry_bits(entry.fd, entry.revents);
