@@ -76,9 +76,16 @@ fn mixed_workload_is_counted_exactly_per_process() {
                 unsafe { libc::poll(fds.as_mut_ptr(), 1, 1) };
             }
         });
-        let session = trace_workload(steps);
-        stop.store(true, Ordering::Relaxed);
-        session
+        // Stops the poller however the session ends: a panic in it (a probe the kernel
+        // refuses) would otherwise leave the scope waiting for the poller for ever.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = StopOnDrop(&stop);
+        trace_workload(steps)
     });
     assert!(unrelated.wait().unwrap().success());
     assert_command_exact(&session, steps);
