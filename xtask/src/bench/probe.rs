@@ -520,8 +520,11 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     // gone, so that none is measured inside an earlier session's teardown.
     let before = BpfObjects::now().context("listing the loaded BPF programs (bpf(2))")?;
     let mut teardowns = Vec::new();
+    quiet::adopt_orphans()?;
     let mut settle = || -> anyhow::Result<()> {
-        teardowns.push(seconds(quiet::wait_for_teardown(&before, TEARDOWN_LIMIT)?));
+        let programs = quiet::wait_for_teardown(&before, TEARDOWN_LIMIT)?;
+        let exits = quiet::wait_for_children(TEARDOWN_LIMIT)?;
+        teardowns.push(seconds(programs + exits));
         Ok(())
     };
     // figures[config][workload] = ns per call, one per repetition; beside[config][workload]
@@ -733,7 +736,8 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     );
     println!(
         "teardown: each run waited for the BPF programs and links of the one before to be \
-         gone: median {:.2} s, at most {:.2} s",
+         gone, and for its processes (the detaching helper, adopted) to exit: median {:.2} s, \
+         at most {:.2} s",
         median(&teardowns),
         teardowns.iter().copied().fold(0.0, f64::max)
     );
