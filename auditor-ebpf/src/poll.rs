@@ -4,7 +4,8 @@
 //! (`poll_at_exit`). ppoll's entry reads its timeout, which the kernel overwrites with the
 //! time left, and its signal mask.
 //!
-//! At exit the array is read in bulk, `CHUNK` entries per `bpf_loop` step, so any nfds the
+//! At exit an array of up to `SMALL` entries is read onto the stack in one helper call
+//! (`read_small`); a larger one in bulk, `CHUNK` entries per `bpf_loop` step, so any nfds the
 //! kernel accepts (up to RLIMIT_NOFILE) is counted whole; revents then holds POLLNVAL for the
 //! entries whose fd was not open. Entries that cannot be read are counted as unreadable.
 
