@@ -295,10 +295,17 @@ impl Expected {
         self.all(Site::FdputCloned, count, shared && handed_out);
     }
 
-    /// `count` closes of open fds (not O_PATH): `filp_flush()` tests the file's mode.
-    pub fn closes(&mut self, count: u64) {
+    /// `count` closes of open fds that succeed (O_PATH ones when `path_only`): `filp_flush()`
+    /// tests the file's mode, and close returns 0.
+    pub fn closes(&mut self, count: u64, path_only: bool) {
         self.calls[Syscall::Close] += count;
-        self.all(Site::CloseNotPathOnly, count, true);
+        self.all(Site::CloseNotPathOnly, count, !path_only);
+        self.all(Site::CloseOk, count, true);
+    }
+
+    /// `count` closes of an fd that is not open (EBADF, before the branches).
+    pub fn bad_closes(&mut self, count: u64) {
+        self.calls[Syscall::Close] += count;
     }
 
     /// `count` fcntl calls on open fds, O_PATH ones when `path_only`.

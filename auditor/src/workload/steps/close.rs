@@ -2,7 +2,7 @@
 
 use std::{fmt, os::fd::IntoRawFd};
 
-use auditor_common::{Site, Syscall};
+use auditor_common::Syscall;
 
 use super::{Case, Family, Form};
 use crate::workload::{
@@ -146,11 +146,9 @@ impl Family for Close {
     fn expect(&self, e: &mut Expected, _: &Layout, table: &mut Table) {
         match *self {
             Close::Calls { ok, bad } => {
-                e.closes(u64::from(ok));
-                e.calls[Syscall::Close] += u64::from(bad);
+                e.closes(u64::from(ok), false);
+                e.bad_closes(u64::from(bad));
                 e.calls[Syscall::Openat] += u64::from(ok);
-                // A close of fd -1 fails with EBADF before the branches: there is no file.
-                e.all(Site::CloseOk, u64::from(ok), true);
                 // Each ok close is of a file opened for it.
                 super::alloc::opens_checked(e, ok);
                 super::alloc::allocated_and_released(
@@ -170,17 +168,14 @@ impl Family for Close {
                     e.reads_of(1, table.shared, Some(true));
                     e.fcntls(1, true);
                     // filp_flush skips dnotify and POSIX locks for it; close returns 0.
-                    e.calls[Syscall::Close] += 1;
-                    e.all(Site::CloseNotPathOnly, 1, false);
-                    e.all(Site::CloseOk, 1, true);
+                    e.closes(1, true);
                     table.close(fd);
                 }
             }
             Close::ReadClosed { calls } => e.reads_of(u64::from(calls), table.shared, None),
             Close::Read { calls } => e.reads(u64::from(calls), table.shared),
             Close::Fd { fd } => {
-                e.closes(1);
-                e.all(Site::CloseOk, 1, true);
+                e.closes(1, false);
                 table.close(fd);
             }
         }
