@@ -3,6 +3,7 @@
 //! named, or rendered promptly; nothing wraps.
 
 use std::{
+    io::Read,
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},
     time::{Duration, Instant},
@@ -14,7 +15,8 @@ use crate::common::{fixture, json_counts};
 
 const AUDITOR: &str = env!("CARGO_BIN_EXE_auditor");
 
-/// `auditor ARGS`, killed if it runs past 30 s (a merge that spins fails, not hangs).
+/// `auditor ARGS`, killed if it runs past 30 s (a merge that spins fails, not hangs). Its
+/// output is read while it runs: a report larger than a pipe's buffer would block it.
 fn auditor(args: &[&std::ffi::OsStr]) -> Output {
     let mut child = Command::new(AUDITOR)
         .args(args)
@@ -23,15 +25,31 @@ fn auditor(args: &[&std::ffi::OsStr]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            pipe.read_to_end(&mut bytes).unwrap();
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
     let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
         if Instant::now() > deadline {
             child.kill().unwrap();
             panic!("auditor {args:?} ran past 30 s");
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
     }
-    child.wait_with_output().unwrap()
 }
 
 fn os(text: &str) -> &std::ffi::OsStr {
