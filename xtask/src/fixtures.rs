@@ -154,6 +154,8 @@ fn record_all(auditor: &Path, root: &Path) -> anyhow::Result<()> {
         let expected = json!({
             "program": program,
             "recorded_with": "cargo xtask record-fixtures: auditor trace (the probe) around strace -f -Y -qq -v -s 65536",
+            // The sites the probe counted: a site added later is not in its counts.
+            "catalogue": auditor_common::catalogue::SITES.iter().map(|site| site.id).collect::<Vec<_>>(),
             "sites": sites,
             "processes": processes,
         });
