@@ -916,6 +916,19 @@ catalogue! {
         branch_before: "there is no FD_PREPARE()/FD_ADD(): each syscall allocates with get_unused_fd_flags() and tests the results its own way",
         one_armed: "taken only for a file made and not published: every followed syscall publishes the file it makes or gives an error",
     }
+    // fs/open.c: sys_close (6.1: close_fd in fs/file.c, the same test).
+    CloseFdNotOpen {
+        id: "close.fd_not_open",
+        function: "sys_close",
+        file: "fs/open.c",
+        condition: "the fd is not open: file_close_fd() took no file (-> -EBADF)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Call,
+        syscalls: CLOSE,
+        source: &[written("if (!file) return -EBADF")],
+        decided: Decided::Exit,
+    }
 }
 
 impl Site {

@@ -1,15 +1,23 @@
-//! `close` (fs/open.c): whether it succeeded, for the fds that were open.
+//! `close` (fs/open.c): whether the fd was open, and whether closing it succeeded.
 
 use crate::{
     Evaluation,
-    catalogue::{Recorder, likely},
+    catalogue::{Recorder, branch, likely},
     errno,
 };
 
-/// `sys_close` for one call that returned `ret`; the evaluation says whether the fd was
-/// open (anything but NotReached).
+/// `sys_close` for one call that returned `ret`; the evaluation is close.ok's (anything
+/// but NotReached: the fd was open).
 pub fn close<R: Recorder>(recorder: &mut R, ret: i64) -> Evaluation {
+    branch!(recorder, CloseFdNotOpen, fd_not_open_evaluation(ret));
     likely!(recorder, CloseOk, ok_evaluation(ret))
+}
+
+/// `sys_close`: `if (!file) return -EBADF;` on what `file_close_fd()` took from the table,
+/// the first test of every close. Only that test returns -EBADF (a driver's flush
+/// returning it is not modelled, as close.ok does not).
+pub const fn fd_not_open_evaluation(ret: i64) -> Evaluation {
+    Evaluation::from_taken(ret == -errno::EBADF)
 }
 
 /// `sys_close`: `likely(retval == 0)`, evaluated once the fd was found open (EBADF first).
@@ -30,5 +38,8 @@ mod tests {
         assert_eq!(ok_evaluation(0), Evaluation::Taken);
         assert_eq!(ok_evaluation(-errno::EINTR), Evaluation::NotTaken);
         assert_eq!(ok_evaluation(-errno::EBADF), Evaluation::NotReached);
+        assert_eq!(fd_not_open_evaluation(0), Evaluation::NotTaken);
+        assert_eq!(fd_not_open_evaluation(-errno::EINTR), Evaluation::NotTaken);
+        assert_eq!(fd_not_open_evaluation(-errno::EBADF), Evaluation::Taken);
     }
 }

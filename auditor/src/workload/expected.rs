@@ -299,13 +299,15 @@ impl Expected {
     /// tests the file's mode, and close returns 0.
     pub fn closes(&mut self, count: u64, path_only: bool) {
         self.calls[Syscall::Close] += count;
+        self.all(Site::CloseFdNotOpen, count, false);
         self.all(Site::CloseNotPathOnly, count, !path_only);
         self.all(Site::CloseOk, count, true);
     }
 
-    /// `count` closes of an fd that is not open (EBADF, before the branches).
+    /// `count` closes of an fd that is not open: -EBADF at the first test.
     pub fn bad_closes(&mut self, count: u64) {
         self.calls[Syscall::Close] += count;
+        self.all(Site::CloseFdNotOpen, count, true);
     }
 
     /// `count` fcntl calls on open fds, O_PATH ones when `path_only`.

@@ -59,8 +59,8 @@ pub const FORMS: &[Form] = &[
 
 /// The close family's cases.
 pub const CASES: &[Case] = &[
-    // close.ok: closes that succeed, and closes of fds that are not open (EBADF, before
-    // the branch).
+    // close.fd_not_open, both ways, and close.ok: closes that succeed, and closes of fds
+    // that are not open (EBADF, before close.ok).
     Case::new("closes", "close:5:3"),
     // fget.light_path_only, fget.rcu_no_file, fget.rcu_path_only, fdget_pos.file,
     // fdput.cloned, close.not_path_only and fcntl.path_only, both ways each: reads of open

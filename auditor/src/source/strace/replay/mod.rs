@@ -571,7 +571,9 @@ mod tests {
                 python(20971, Site::PollZeroTimeout, Counts::new(1, 0, 0)),
                 python(20971, Site::PollFdNegative, Counts::new(1, 0, 0)),
                 python(20971, Site::CloseOk, Counts::new(2, 0, 0)),
+                python(20971, Site::CloseFdNotOpen, Counts::new(0, 2, 0)),
                 python(21013, Site::CloseOk, Counts::new(1, 0, 0)),
+                python(21013, Site::CloseFdNotOpen, Counts::new(0, 1, 0)),
             ]
         );
     }
