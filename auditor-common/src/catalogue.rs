@@ -929,6 +929,19 @@ catalogue! {
         source: &[written("if (!file) return -EBADF")],
         decided: Decided::Exit,
     }
+    // fs/eventpoll.c: do_epoll_ctl_file (do_epoll_ctl in 6.1 and 6.12).
+    EpollCtlCannotPoll {
+        id: "epoll_ctl.target_cannot_poll",
+        function: "do_epoll_ctl_file",
+        file: "fs/eventpoll.c",
+        condition: "the target fd's file cannot be polled, such as a regular file (-> -EPERM)",
+        hint: Hint::None,
+        hint_since: "",
+        unit: Unit::Call,
+        syscalls: EPOLL_CTL,
+        source: &[written("!file_can_poll(tf->file)")],
+        decided: Decided::Exit,
+    }
 }
 
 impl Site {

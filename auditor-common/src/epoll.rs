@@ -1,6 +1,7 @@
 //! The epoll_wait family (fs/eventpoll.c): the argument checks of `do_epoll_wait` and the
 //! zero-timeout branch of `ep_poll`, and [`epoll_wait`], the walk through them; and
-//! epoll_ctl's `ep_insert` ([`epoll_ctl`]), decided from the operation and the return.
+//! epoll_ctl's test of its target and `ep_insert` ([`epoll_ctl`]), decided from the
+//! operation and the return.
 
 use crate::{
     Evaluation,
@@ -31,6 +32,7 @@ pub struct EpollCtlCall {
     pub ret: Option<i64>,
 }
 
+/// epoll_ctl's test that its target can be polled ([`cannot_poll_evaluation`]), then
 /// `ep_insert` for an EPOLL_CTL_ADD of an fd not yet watched: the user's watch quota
 /// first (`ep_alloc_epitem`), then — once the item is attached — the wake-up paths test.
 /// Everything epoll_ctl refuses before (-EBADF, -EFAULT, -EPERM, -EEXIST, -ELOOP, an
@@ -39,6 +41,11 @@ pub struct EpollCtlCall {
 #[cfg_attr(target_arch = "bpf", inline(always))]
 pub fn epoll_ctl<R: Recorder>(recorder: &mut R, call: &EpollCtlCall) {
     use Evaluation::{NotTaken, Taken, Undecided};
+    branch!(
+        recorder,
+        EpollCtlCannotPoll,
+        cannot_poll_evaluation(call.ret)
+    );
     if call.op != EPOLL_CTL_ADD {
         return;
     }
@@ -54,6 +61,18 @@ pub fn epoll_ctl<R: Recorder>(recorder: &mut R, call: &EpollCtlCall) {
     unlikely!(recorder, EpollWatchesExhausted, quota);
     if let Some(paths) = paths {
         unlikely!(recorder, EpollTooManyPaths, paths);
+    }
+}
+
+/// `do_epoll_ctl_file`'s `if (!file_can_poll(tf->file)) return -EPERM;`, whatever the op:
+/// the target's file has no `->poll` (a regular file, /dev/null). It comes once the event
+/// is copied (-EFAULT before it) and both fds are found (-EBADF before it); nothing after
+/// it returns -EPERM. An unknown return (a call not followed) may have reached it.
+pub const fn cannot_poll_evaluation(ret: Option<i64>) -> Evaluation {
+    match ret {
+        None => Evaluation::Undecided,
+        Some(ret) if ret == -errno::EBADF || ret == -errno::EFAULT => Evaluation::NotReached,
+        Some(ret) => Evaluation::from_taken(ret == -errno::EPERM),
     }
 }
 
@@ -148,6 +167,34 @@ mod tests {
         epoll_wait(&mut counters, &call(0, -EBADF));
         assert_eq!(counters.get(Site::EpollBadArgs), Counts::new(2, 1, 0));
         assert_eq!(counters.get(Site::EpollZeroTimeout), Counts::new(1, 0, 0));
+    }
+
+    #[test]
+    fn only_a_target_without_poll_returns_eperm() {
+        let mut counters = Counters::default();
+        let ctl = |op, ret| EpollCtlCall { op, ret };
+        // Refused with EPERM, any op; added, or refused after (EEXIST, EINVAL, ENOSPC).
+        for call in [
+            ctl(EPOLL_CTL_ADD, Some(-EPERM)),
+            ctl(2, Some(-EPERM)),
+            ctl(EPOLL_CTL_ADD, Some(0)),
+            ctl(EPOLL_CTL_ADD, Some(-17)), // EEXIST
+            ctl(3, Some(-EINVAL)),
+            ctl(EPOLL_CTL_ADD, Some(-ENOSPC)),
+            // Either fd not open, or the event not readable: before the test.
+            ctl(EPOLL_CTL_ADD, Some(-EBADF)),
+            ctl(EPOLL_CTL_ADD, Some(-EFAULT)),
+            // Not followed: it may have run.
+            ctl(EPOLL_CTL_ADD, None),
+        ] {
+            epoll_ctl(&mut counters, &call);
+        }
+        assert_eq!(counters.get(Site::EpollCtlCannotPoll), Counts::new(2, 4, 1));
+        // EPERM comes before ep_insert's quota: not counted there.
+        assert_eq!(
+            counters.get(Site::EpollWatchesExhausted),
+            Counts::new(1, 1, 1)
+        );
     }
 
     #[test]

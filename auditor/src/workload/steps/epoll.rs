@@ -34,6 +34,11 @@ pub enum Epoll {
     Ctl {
         calls: u32,
     },
+    /// `epoll-eperm:CALLS`: an epoll fd and CALLS EPOLL_CTL_ADD of fd 3 (/dev/null, which
+    /// cannot be polled: EPERM).
+    CannotPoll {
+        calls: u32,
+    },
     /// `epoll-paths:EPOLLS`: one eventfd watched by EPOLLS epoll fds, each of which is then
     /// added to one more epoll fd: past 500 wake-up paths of depth 1 from the eventfd the
     /// adds are refused (EINVAL), so the 501st and later; all kept open.
@@ -68,6 +73,11 @@ pub const FORMS: &[Form] = &[
         does: "an epoll fd and CALLS eventfds added to it (EPOLL_CTL_ADD)",
     },
     Form {
+        kinds: &["epoll-eperm"],
+        fields: "CALLS",
+        does: "an epoll fd and CALLS adds of fd 3 (/dev/null, which cannot be polled: EPERM)",
+    },
+    Form {
         kinds: &["epoll-paths"],
         fields: "EPOLLS",
         does: "an eventfd watched by EPOLLS epoll fds, each then added to one more (EINVAL \
@@ -85,10 +95,11 @@ pub const CASES: &[Case] = &[
     ),
     // epoll_ctl.watches_exhausted and epoll_ctl.too_many_paths: adds within the quota,
     // nested or not (neither taken), and the adds past 500 wake-up paths of depth 1 from
-    // one eventfd (EINVAL: unreadable, as the return does not tell it from earlier tests').
+    // one eventfd (EINVAL: unreadable, as the return does not tell it from earlier tests');
+    // epoll_ctl.target_cannot_poll, not taken by all of those, taken by adds of /dev/null.
     Case::new(
         "epoll_ctl sites",
-        "wait epoll_ctl:5 epoll-paths:502 epoll_ctl:2 epoll-paths:4",
+        "wait epoll_ctl:5 epoll-paths:502 epoll_ctl:2 epoll-paths:4 epoll-eperm:3",
     ),
 ];
 
@@ -118,6 +129,9 @@ impl Family for Epoll {
             "epoll-ebadf" => Epoll::BadFd {
                 calls: f.number(0, None)?,
             },
+            "epoll-eperm" => Epoll::CannotPoll {
+                calls: f.number(0, None)?,
+            },
             _ => return Ok(None),
         }))
     }
@@ -144,6 +158,10 @@ impl Family for Epoll {
                     Ok(fd) => add(epoll, fd),
                     Err(_) => -1,
                 })
+            }
+            Epoll::CannotPoll { calls } => {
+                let epoll = epoll_fd()?;
+                repeat(calls, Some(libc::EPERM), || add(epoll, 3))
             }
             Epoll::Paths { epolls } => {
                 let watched = eventfd()?;
@@ -195,8 +213,15 @@ impl Family for Epoll {
                 added(e, u64::from(allowed));
                 let refused = u64::from(epolls - allowed);
                 e.calls[Syscall::EpollCtl] += refused;
+                e.all(Site::EpollCtlCannotPoll, refused, false);
                 e.add(Site::EpollWatchesExhausted, 0, 0, refused);
                 e.add(Site::EpollTooManyPaths, 0, 0, refused);
+            }
+            // Refused before ep_insert.
+            Epoll::CannotPoll { calls } => {
+                made(e, table, Syscall::EpollCreate1, 1);
+                e.calls[Syscall::EpollCtl] += u64::from(calls);
+                e.all(Site::EpollCtlCannotPoll, u64::from(calls), true);
             }
         }
     }
@@ -217,6 +242,7 @@ fn made(e: &mut Expected, table: &mut Table, syscall: Syscall, count: u32) {
 /// `calls` EPOLL_CTL_ADD of fds not yet watched, within the user's watch quota.
 pub(in crate::workload) fn added(e: &mut Expected, calls: u64) {
     e.calls[Syscall::EpollCtl] += calls;
+    e.all(Site::EpollCtlCannotPoll, calls, false);
     e.all(Site::EpollWatchesExhausted, calls, false);
     e.all(Site::EpollTooManyPaths, calls, false);
 }
@@ -314,6 +340,7 @@ impl fmt::Display for Epoll {
                 timeout(waits.timeout_ms)
             ),
             Epoll::BadFd { calls } => write!(f, "epoll-ebadf:{calls}"),
+            Epoll::CannotPoll { calls } => write!(f, "epoll-eperm:{calls}"),
             Epoll::Ctl { calls } => write!(f, "epoll_ctl:{calls}"),
             Epoll::Paths { epolls } => write!(f, "epoll-paths:{epolls}"),
         }
