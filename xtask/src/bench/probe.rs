@@ -522,10 +522,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         })
         .filter(|c| match c {
             Config::Bpftrace => installed("bpftrace"),
-            Config::Strace
-            | Config::StraceWith(_)
-            | Config::StraceAsAuditor
-            | Config::AuditorStrace => installed("strace"),
+            c if c.is_strace() => installed("strace"),
             Config::Baseline => options.baseline.is_some(),
             _ => true,
         })
