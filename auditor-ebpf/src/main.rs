@@ -84,11 +84,17 @@ fn run_shared(ctx: &TracePointContext, index: u32) {
     failures::failed(failure::TAIL_CALL);
 }
 
+/// The record of a program on `syscalls:sys_exit_*`.
+#[inline(always)]
+fn exit_record(ctx: &TracePointContext) -> &SysExit {
+    // SAFETY: every sys_exit record is laid out as SysExit, and lives as long as `ctx`.
+    unsafe { &*ctx.as_ptr().cast::<SysExit>() }
+}
+
 /// The return value in the record of a program on `syscalls:sys_exit_*`.
 #[inline(always)]
 fn exit_ret(ctx: &TracePointContext) -> i64 {
-    // SAFETY: every sys_exit record is laid out as SysExit.
-    unsafe { (*ctx.as_ptr().cast::<SysExit>()).ret }
+    exit_record(ctx).ret
 }
 
 /// Argument `$name` of `$syscall`'s `sys_enter` record, as the syscall table names it after

@@ -14,10 +14,8 @@ use auditor_common::{
     poll::{self, EntryScan, POLLFD_SIZE, PollCall, PollFd},
     prelude::{Prelude, Timeout},
     shared,
-    syscalls::SysExit,
 };
 use aya_ebpf::{
-    EbpfContext,
     cty::c_void,
     helpers::{bpf_probe_read_user, generated},
     macros::{map, tracepoint},
@@ -28,7 +26,7 @@ use aya_ebpf::{
 use crate::{
     arg,
     args::{self, Registers, exit_arg},
-    exit_ret,
+    exit_record,
     in_flight::{self, Call, Kind},
     tally,
     tally::Row,
@@ -119,9 +117,8 @@ pub fn polls_exit(ctx: TracePointContext) -> u32 {
 }
 
 fn exit(ctx: &TracePointContext) {
-    // SAFETY: every sys_exit record is laid out as SysExit.
-    let syscall_nr = unsafe { (*ctx.as_ptr().cast::<SysExit>()).header.syscall_nr };
-    let ret = exit_ret(ctx);
+    let record = exit_record(ctx);
+    let (syscall_nr, ret) = (record.header.syscall_nr, record.ret);
     // Counted in one body, called from both ways: a record built on either path and
     // merged after would let the compiler spill whatever register it likes into the
     // record's padding, which the verifier refuses for a pointer.
