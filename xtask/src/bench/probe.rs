@@ -7,9 +7,10 @@
 //! Configurations alternate within every repetition, so that all see the same machine,
 //! and each traced run follows an untraced run of its own: the machine's speed moves
 //! between two levels from one moment to the next (the untraced calls of one run by up
-//! to a third), so each figure is the median (and min) over repetitions of the ratio to
-//! the untraced run just before it, and the added cost over the floor's added cost: the
-//! floor is the probe's own programs on the same attach points, loaded to do nothing.
+//! to a half), so a run takes each workload's fastest of several rounds, and each figure
+//! is the median (and min) over repetitions of the ratio to the untraced run just before
+//! it, and the added cost over the floor's added cost: the floor is the probe's own
+//! programs on the same attach points, loaded to do nothing.
 
 use std::{
     collections::BTreeMap,
@@ -33,9 +34,16 @@ pub struct Options {
     /// Repetitions of every configuration (medians and mins are over these).
     #[arg(long, default_value_t = 7)]
     reps: usize,
-    /// Seconds each workload loops for, in each run.
+    /// Seconds each workload loops for, in each round.
     #[arg(long, default_value_t = 0.25)]
     seconds: f64,
+    /// Rounds of every workload in each run, each workload's fastest round kept. The
+    /// machine's speed takes one of two levels for a while at a time (select of 1000 fds
+    /// 12 or 18 µs; a ptraced poll 34 or 45-60 µs), and which one a single round got
+    /// decided a median of seven alone: two runs of the bench disagreed by up to 25%.
+    /// Three rounds: select of 1000 within 4% from one run to the next, against 60%.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// The CPU the workload is pinned to (default: the last one); the two-thread workload
     /// also uses the next one.
     #[arg(long)]
@@ -189,6 +197,8 @@ impl Tools {
             cpu.to_string(),
             "--seconds".into(),
             options.seconds.to_string(),
+            "--rounds".into(),
+            options.rounds.to_string(),
         ];
         if !options.workloads.is_empty() {
             args.extend(["--only".into(), options.workloads.join(",")]);
@@ -303,28 +313,6 @@ fn workload_figures(stdout: &str) -> BTreeMap<String, f64> {
             ))
         })
         .collect()
-}
-
-/// Runs of a strace configuration in one repetition. A ptraced call's cost takes one of
-/// two speeds from one run to the next (the tracer's wake-ups on the other CPU: 34 against
-/// 45-60 µs a poll), and which one a run gets decides a median of seven alone: two runs of
-/// the bench disagreed by up to 25% on the strace rows. The fastest of three is stable.
-const STRACE_RUNS: usize = 3;
-
-/// Each workload's fastest figure of `runs` runs of `line`.
-fn fastest_of(
-    runs: usize,
-    line: &[String],
-    workloads: usize,
-) -> anyhow::Result<BTreeMap<String, f64>> {
-    let mut fastest: BTreeMap<String, f64> = BTreeMap::new();
-    for _ in 0..runs {
-        for (workload, ns) in run_line(line, workloads)? {
-            let best = fastest.entry(workload).or_insert(f64::INFINITY);
-            *best = best.min(ns);
-        }
-    }
-    Ok(fastest)
 }
 
 fn run_line(line: &[String], workloads: usize) -> anyhow::Result<BTreeMap<String, f64>> {
@@ -591,8 +579,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
                 attach_beside.push(seconds(attached));
                 result?
             } else {
-                let runs = if config.is_strace() { STRACE_RUNS } else { 1 };
-                fastest_of(runs, &tools.command(config, &bench), workloads.len())?
+                run_line(&tools.command(config, &bench), workloads.len())?
             };
             settle()?;
             record(&mut figures, config, result);
@@ -677,8 +664,8 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     println!(
         "probe bench: {} reps, {} s per workload, pinned to CPU {cpu}; ns per call, median (min); \
          ratio to the untraced run just before each and added cost over the floor's, medians of per-rep values; \
-         a strace row's repetition is the fastest of {STRACE_RUNS} runs",
-        options.reps, options.seconds
+         each run's figure is a workload's fastest of {} rounds",
+        options.reps, options.seconds, options.rounds
     );
     for &(workload, what) in &workloads {
         println!("\n{workload}: {what}");
@@ -806,6 +793,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "reps": options.reps,
         "seconds_per_workload": options.seconds,
+        "rounds": options.rounds,
         "cpu": cpu,
         "configs": configs_json,
         "workloads": workloads.iter().map(|(n, w)| json!({"name": n, "what": w})).collect::<Vec<_>>(),
