@@ -17,7 +17,7 @@ use auditor_common::{
     syscalls::{self, Family},
 };
 
-use super::{line, records::Record};
+use super::{line, records::Record, structure};
 
 /// Why a call's line cannot be decoded into a call record.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -64,7 +64,7 @@ fn could_wait(timeout: Timeout) -> Result<(), Undecodable> {
 
 /// The top-level, comma-separated parts of an argument list (brackets and strings kept).
 pub fn split_args(args: &str) -> impl Iterator<Item = &str> {
-    let mut delimiters = line::delimiters(args);
+    let mut delimiters = structure::delimiters(args);
     let (mut depth, mut start) = (0usize, Some(0));
     std::iter::from_fn(move || {
         let from = start?;
@@ -189,6 +189,60 @@ fn pollfds(text: &str) -> Option<Vec<PollFd>> {
         .collect()
 }
 
+/// A pollfd array at the start of `args` printed as `strace -v` prints a plain one, every
+/// entry `{fd=N}` or `{fd=N, events=NAMES}` and `, ` between them, followed by the next
+/// argument's comma: its entries, and the arguments after it. None for any other shape
+/// (a path after the fd, a comment, an array cut short): [`pollfds`] decides those, and
+/// gives the same entries for every array this accepts.
+fn plain_pollfds(args: &str) -> Option<(Vec<PollFd>, &str)> {
+    let bytes = args.as_bytes();
+    if bytes.first() != Some(&b'[') {
+        return None;
+    }
+    let mut entries = Vec::new();
+    let mut at = 1;
+    if bytes.get(at) != Some(&b']') {
+        loop {
+            if !bytes[at..].starts_with(b"{fd=") {
+                return None;
+            }
+            at += 4;
+            let digits = at + usize::from(bytes.get(at) == Some(&b'-'));
+            let end = digits
+                + bytes[digits..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit())
+                    .count();
+            let fd = line::integer(&args[at..end])?;
+            at = end;
+            if bytes[at..].starts_with(b", events=") {
+                at += 9;
+                at += bytes[at..]
+                    .iter()
+                    .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'|')
+                    .count();
+            }
+            if bytes.get(at) != Some(&b'}') {
+                return None;
+            }
+            at += 1;
+            entries.push(PollFd {
+                fd,
+                events: 0,
+                revents: 0,
+            });
+            match bytes.get(at..at + 2)? {
+                b", " => at += 2,
+                [b']', _] => break,
+                _ => return None,
+            }
+        }
+    }
+    // Past the `]`: the next argument's comma.
+    let rest = args.get(at + 1..)?.strip_prefix(',')?;
+    Some((entries, rest))
+}
+
 /// The revents strace prints after the return: `([{fd=3, revents=POLLNVAL}, ...])`,
 /// only for the entries with any, in array order. strace cuts a long list with `...`:
 /// returns how many leading entries' revents are known.
@@ -230,7 +284,15 @@ fn apply_revents(entries: &mut [PollFd], detail: &str) -> Option<usize> {
 
 /// poll and ppoll: the call, and its entries as the scan left them (None: not printed).
 pub fn poll(record: &Record<&str>) -> Result<(PollCall, Option<EntryScan>), Undecodable> {
-    let [fds, nfds, time, mask, size] = first_args(record.args);
+    // The array read in one pass where strace printed it plainly: a long one is most of
+    // the line, and the general split reads it three times over.
+    let (plain, [fds, nfds, time, mask, size]) = match plain_pollfds(record.args) {
+        Some((entries, rest)) => {
+            let [nfds, time, mask, size] = first_args(rest);
+            (Some(entries), [None, nfds, time, mask, size])
+        }
+        None => (None, first_args(record.args)),
+    };
     let nfds = number(nfds, "nfds")?;
     let (timeout, prelude) = if record.name == "poll" {
         let millis: i32 = number(time, "timeout")?;
@@ -248,7 +310,10 @@ pub fn poll(record: &Record<&str>) -> Result<(PollCall, Option<EntryScan>), Unde
         Some(ret) => Some(ret),
         None => could_wait(timeout).map(|()| None)?,
     };
-    let mut entries = pollfds(arg(fds, "fds")?);
+    let mut entries = match plain {
+        Some(entries) => Some(entries),
+        None => pollfds(arg(fds, "fds")?),
+    };
     let mut revents_known = 0;
     if let Some(entries) = entries.as_mut() {
         if entries.len() != nfds as usize {
@@ -742,6 +807,42 @@ mod tests {
             Some(Item::Record(record)) => Box::leak(Box::new(record)).borrowed(),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn plain_pollfds_agree_with_the_general_parse() {
+        let plain = [
+            "[]",
+            "[{fd=3}]",
+            "[{fd=-1}, {fd=3, events=POLLIN|POLLPRI}]",
+            "[{fd=3, events=0}, {fd=2147483647, events=POLLIN|POLL_X1}]",
+        ];
+        let other = [
+            "[{fd=5</dev/null>, events=POLLIN}]",
+            "[{fd=3, events=POLLIN|0x8000 /* POLL??? */}]",
+            "[{fd=3, events=POLLIN}, ...]",
+            "[{fd=}]",
+            "[{fd=-}]",
+            "[{fd=99999999999999999999}]",
+            "[{fd=3,events=POLLIN}]",
+            "[{fd=3, revents=POLLIN}]",
+            "[ {fd=3}]",
+            "0x7ffd1234",
+        ];
+        for array in plain.iter().chain(&other) {
+            let args = format!("{array}, 1, 0");
+            let general = pollfds(split_args(&args).next().unwrap());
+            match plain_pollfds(&args) {
+                Some((entries, rest)) => {
+                    assert!(plain.contains(array), "{array} read as plain");
+                    assert_eq!(Some(entries), general, "{array}");
+                    assert_eq!(rest, " 1, 0", "{array}");
+                }
+                None => assert!(other.contains(array), "{array} not read as plain"),
+            }
+        }
+        // The array as the last argument: left to the general parse.
+        assert_eq!(plain_pollfds("[{fd=3}]"), None);
     }
 
     #[test]

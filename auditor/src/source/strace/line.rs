@@ -4,6 +4,8 @@
 
 use thiserror::Error;
 
+use super::structure::closing;
+
 /// A parsed line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Line<'a> {
@@ -177,58 +179,6 @@ fn prefix(line: &str) -> Result<(Option<u32>, Option<&str>, &str), LineError> {
         }
     }
     Ok((pid, comm, &line[at..]))
-}
-
-/// The bytes [`delimiters`] stops at: brackets, commas, and `"` (a string starts).
-static STRUCTURE: [bool; 256] = {
-    let mut table = [false; 256];
-    let bytes = b"([{)]},\"";
-    let mut i = 0;
-    while i < bytes.len() {
-        table[bytes[i] as usize] = true;
-        i += 1;
-    }
-    table
-};
-
-/// The brackets and commas of `text` that stand outside quoted strings, with their byte
-/// offsets: the structure that both finding a call's end and splitting its arguments follow.
-pub fn delimiters(text: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
-    // Every delimiter is ASCII: scan bytes (a UTF-8 continuation byte never equals one).
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        loop {
-            i = scan(bytes, i, |b| STRUCTURE[b as usize]);
-            let (at, &byte) = (i, bytes.get(i)?);
-            i += 1;
-            if byte != b'"' {
-                return Some((at, byte));
-            }
-            while i < bytes.len() && bytes[i] != b'"' {
-                i += if bytes[i] == b'\\' { 2 } else { 1 };
-            }
-            i += 1;
-        }
-    })
-}
-
-/// Byte offset of the `)` that closes a list already open `depth` deep, skipping strings
-/// and nested brackets; None if the line ends first.
-fn closing(text: &str, mut depth: usize) -> Option<usize> {
-    for (at, byte) in delimiters(text) {
-        match byte {
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return (byte == b')').then_some(at);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 /// ` = value [ERRNO] [detail]` after a call's arguments.
