@@ -13,6 +13,13 @@ pub fn close<R: Recorder>(recorder: &mut R, ret: i64) -> Evaluation {
     likely!(recorder, CloseOk, ok_evaluation(ret))
 }
 
+/// `sys_close` for a call whose return is unknown (followed from its entry only): each
+/// branch the return decides is undecided.
+pub fn close_unreturned<R: Recorder>(recorder: &mut R) {
+    branch!(recorder, CloseFdNotOpen, Evaluation::Undecided);
+    likely!(recorder, CloseOk, Evaluation::Undecided);
+}
+
 /// `sys_close`: `if (!file) return -EBADF;` on what `file_close_fd()` took from the table,
 /// the first test of every close. Only that test returns -EBADF (a driver's flush
 /// returning it is not modelled, as close.ok does not).

@@ -401,7 +401,7 @@ pub mod maps {
     pub const THREAD_STATE: &str = "THREAD_STATE";
     /// The size of a thread's value in `THREAD_STATE`: a tag and the largest family record
     /// of a call in flight.
-    pub const THREAD_STATE_BYTES: usize = 104;
+    pub const THREAD_STATE_BYTES: usize = 112;
     /// One array of bytes, a slot per pid modulo its length ([`maybe_traced_slot`]), set
     /// when a pid enters `TRACED` and never cleared in a session: a clear slot proves a
     /// process untraced without a lookup of `TRACED`.

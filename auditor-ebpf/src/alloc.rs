@@ -1,9 +1,10 @@
 //! fd allocation: the branches of `alloc_fd` and `find_next_fd` for the syscalls that
 //! allocate one fd (the syscall table's `Family::Open` and `Family::Allocate`) and two
 //! (`Family::AllocatePair`). Entry reads the fd table as the allocation will find it
-//! (next_fd, max_fds, the open-fd word it starts in, RLIMIT_NOFILE); exit learns from the
-//! return value whether the allocation ran and which fd it found, and runs the model
-//! (`auditor_common::fd::allocation`, `fd::pair`). The programs a row derives are listed
+//! (next_fd, max_fds, the open-fd word it starts in, RLIMIT_NOFILE) and nothing else; exit
+//! runs the checks that may refuse the call first (an open's flags, mode and name), learns
+//! from the return value whether the allocation ran and which fd it found, and runs the
+//! model (`auditor_common::fd::allocation`, `fd::pair`). The programs a row derives are listed
 //! by build.rs; those that read their own arguments are written here.
 
 use auditor_common::{
@@ -31,19 +32,62 @@ struct PendingAlloc {
     /// An `Allocator` as u32.
     allocator: u32,
     prepares: FdPrepare,
-    /// 1 when an open's arguments refuse it before the allocation (an empty name, flags or
-    /// a size the checks refuse).
-    refused: u32,
     /// 1 when the table could be read.
     table_read: u32,
     syscall: Syscall,
     /// For pipe, pipe2 and socketpair (two allocations): a `PairAllocator` plus one (0 for
-    /// one allocation), and the user address they write the two fds to.
+    /// one allocation).
     pair: u32,
-    fds: u64,
-    /// An open's name when its first byte could not be read at entry (its page not yet
-    /// mapped), read again at exit, once the kernel has copied it; 0 otherwise.
-    unread_name: u64,
+    /// What may refuse the call before its allocation ([`Checks`]).
+    checks: u32,
+    /// The arguments the checks read (an open's flags and mode; openat2's size and struct).
+    args: [u64; 2],
+    /// The user address pipe, pipe2 and socketpair write the two fds to; an open's name.
+    address: u64,
+}
+
+/// What may refuse an allocating call before it allocates, decided at its exit, where its
+/// row of counts is found anyway: the entry finds none, and reads no user memory (the
+/// kernel has copied the name and the struct by the exit, so their pages are resident).
+struct Checks;
+
+impl Checks {
+    /// Nothing refuses it.
+    const NONE: u32 = 0;
+    /// Its arguments refused it, as its entry found.
+    const REFUSED: u32 = 1;
+    /// open, openat, creat: `open::open` on flags and mode; then an empty name.
+    const OPEN: u32 = 2;
+    /// openat2: `open::openat2` on the size and the struct it points to; then an empty name.
+    const OPENAT2: u32 = 3;
+}
+
+impl PendingAlloc {
+    /// Whether the call was refused before its allocation (None: unknown), its checks
+    /// counted on `row`.
+    #[inline(always)]
+    fn refused(&self, row: &mut Row) -> Option<bool> {
+        let [first, second] = self.args;
+        let refused = match self.checks {
+            Checks::NONE => return Some(false),
+            Checks::REFUSED => return Some(true),
+            Checks::OPEN => open::open(row, first, second, flag_set()),
+            _ => {
+                // Read as the kernel copies it: only the first version's 24 bytes are decided.
+                let how = if first == open::OPEN_HOW_SIZE_VER0 {
+                    args::read_user::<open::OpenHow>(second)
+                } else {
+                    None
+                };
+                open::openat2(row, first, how.as_ref(), flag_set())
+            }
+        };
+        // An empty name refuses the open only where the name is read before the fd.
+        if refused || !flag_set().name_before_fd() || self.address == 0 {
+            return Some(refused);
+        }
+        args::read_user::<u8>(self.address).map(|byte| byte == 0)
+    }
 }
 
 impl Call for PendingAlloc {
@@ -51,6 +95,8 @@ impl Call for PendingAlloc {
 
     fn unfollowed(&self) {
         if let Some(mut row) = Row::of(&self.process) {
+            // Its checks, which the exit would have run.
+            let _ = self.refused(&mut row);
             // It may allocate, on a table not kept.
             fd::allocation(&mut row, None, fd::AllocOutcome::Maybe);
             fd::fd_prepare(&mut row, self.prepares, fd::AllocOutcome::Maybe, 0);
@@ -67,15 +113,15 @@ fn flag_set() -> open::FlagSet {
 }
 
 /// Notes an allocation by `syscall` (of the table's `One` allocations) that starts at
-/// `start`; `name` is open's path (0 for others), `refused` whether its other arguments
-/// refuse it first.
+/// `start`; `name` is open's path (0 for others), `checks` what may refuse it first (a
+/// [`Checks`] and the arguments it reads).
 macro_rules! enter {
     ($syscall:ident, $start:expr) => {
         if let Some(process) = target::current() {
-            enter!($syscall, process, $start, 0, false)
+            enter!($syscall, process, $start, 0, (Checks::NONE, [0, 0]))
         }
     };
-    ($syscall:ident, $process:expr, $start:expr, $name:expr, $refused:expr) => {{
+    ($syscall:ident, $process:expr, $start:expr, $name:expr, $checks:expr) => {{
         const ALLOCATOR: Allocator = Syscall::$syscall.info().allocates.one();
         const PREPARES: FdPrepare = Syscall::$syscall.info().prepares;
         let pending = Allocation {
@@ -84,16 +130,16 @@ macro_rules! enter {
             allocator: ALLOCATOR as u32,
             prepares: PREPARES,
             start: $start,
-            name: $name,
-            refused: $refused,
+            address: $name,
+            checks: $checks,
         };
-        enter_with(&pending, 0, 0)
+        enter_with(&pending, 0)
     }};
 }
 
 /// Notes the two allocations of pipe, pipe2 or socketpair, which write the fds to `fds`.
 macro_rules! enter_pair {
-    ($syscall:ident, $fds:expr, $refused:expr) => {{
+    ($syscall:ident, $fds:expr, $checks:expr) => {{
         const ALLOCATOR: PairAllocator = Syscall::$syscall.info().allocates.two();
         let Some(process) = target::current() else {
             return 0;
@@ -104,10 +150,10 @@ macro_rules! enter_pair {
             allocator: 0,
             prepares: FdPrepare::Direct,
             start: 0,
-            name: 0,
-            refused: $refused,
+            address: $fds,
+            checks: ($checks, [0, 0]),
         };
-        enter_with(&pending, ALLOCATOR as u32 + 1, $fds)
+        enter_with(&pending, ALLOCATOR as u32 + 1)
     }};
 }
 
@@ -119,47 +165,35 @@ struct Allocation {
     allocator: u32,
     prepares: FdPrepare,
     start: u32,
-    name: u64,
-    refused: bool,
+    /// An open's name; the address a pair's fds are written to.
+    address: u64,
+    /// A [`Checks`] and the arguments it reads.
+    checks: (u32, [u64; 2]),
 }
 
-// Inlined: BPF functions take at most five arguments.
 #[inline(always)]
-fn enter_with(call: &Allocation, pair: u32, fds: u64) {
+fn enter_with(call: &Allocation, pair: u32) {
     let Allocation {
         process,
         syscall,
         allocator,
         prepares,
         start,
-        name,
-        refused,
+        address,
+        checks: (checks, args),
     } = *call;
     let table = task::alloc_start(start);
-    let first_byte = if name != 0 {
-        args::read_user::<u8>(name)
-    } else {
-        None
-    };
-    // An empty name refuses the open only where the name is read before the fd.
-    let name_first = flag_set().name_before_fd();
-    let empty_name = name_first && first_byte == Some(0);
-    let unread_name = if name_first && name != 0 && first_byte.is_none() && !refused {
-        name
-    } else {
-        0
-    };
     in_flight::stash(&PendingAlloc {
         process,
         table: table.unwrap_or_default(),
         allocator,
         prepares,
-        refused: u32::from(empty_name || refused),
         table_read: u32::from(table.is_some()),
         syscall,
         pair,
-        fds,
-        unread_name,
+        checks,
+        args,
+        address,
     });
 }
 
@@ -184,22 +218,21 @@ fn exit(ctx: &TracePointContext) {
     };
     let ret = exit_ret(ctx);
     let table = (pending.table_read != 0).then_some(&pending.table);
+    let refused = pending.refused(&mut row);
     if pending.pair != 0 {
         let allocator = PairAllocator::from_u32(pending.pair - 1);
-        match allocator.fds_written(ret, pending.refused != 0) {
+        match allocator.fds_written(ret, refused == Some(true)) {
             Some(false) => {}
-            Some(true) => fd::pair(&mut row, table, args::read_user::<[u32; 2]>(pending.fds)),
+            Some(true) => fd::pair(
+                &mut row,
+                table,
+                args::read_user::<[u32; 2]>(pending.address),
+            ),
             // Both ran, or may have; which fds they found is not in user memory.
             None => fd::pair(&mut row, table, None),
         }
     } else {
         let allocator = Allocator::from_u32(pending.allocator);
-        let refused = if pending.unread_name != 0 {
-            // None: still unread (unmapped again by another thread).
-            args::read_user::<u8>(pending.unread_name).map(|byte| byte == 0)
-        } else {
-            Some(pending.refused != 0)
-        };
         let outcome = allocator.outcome_if_refused(ret, refused);
         fd::allocation(&mut row, table, outcome);
         fd::fd_prepare(&mut row, pending.prepares, outcome, ret);
@@ -208,12 +241,6 @@ fn exit(ctx: &TracePointContext) {
     if pending.syscall != Syscall::Fcntl {
         tally::call(pending.syscall);
     }
-}
-
-/// Runs an open's checks before the path walk on `process`'s row: whether they refused it.
-#[inline(always)]
-fn refused_by(process: &ProcessKey, check: impl FnOnce(&mut Row) -> bool) -> bool {
-    Row::of(process).is_some_and(|mut row| check(&mut row))
 }
 
 /// open and openat: the checks on their flags and mode, then the allocation.
@@ -225,10 +252,9 @@ macro_rules! opens {
                 let Some(process) = target::current() else {
                     return 0;
                 };
-                let flags = arg!(&ctx, $syscall, "flags");
-                let mode = arg!(&ctx, $syscall, "mode");
-                let refused = refused_by(&process, |row| open::open(row, flags, mode, flag_set()));
-                enter!($syscall, process, 0, arg!(&ctx, $syscall, "filename"), refused);
+                let checks = [arg!(&ctx, $syscall, "flags"), arg!(&ctx, $syscall, "mode")];
+                let name = arg!(&ctx, $syscall, "filename");
+                enter!($syscall, process, 0, name, (Checks::OPEN, checks));
                 0
             }
         )*
@@ -245,11 +271,9 @@ pub fn creat_enter(ctx: TracePointContext) -> u32 {
     let Some(process) = target::current() else {
         return 0;
     };
-    let mode = arg!(&ctx, Creat, "mode");
-    let refused = refused_by(&process, |row| {
-        open::open(row, open::CREAT_FLAGS, mode, flag_set())
-    });
-    enter!(Creat, process, 0, arg!(&ctx, Creat, "pathname"), refused);
+    let checks = [open::CREAT_FLAGS, arg!(&ctx, Creat, "mode")];
+    let name = arg!(&ctx, Creat, "pathname");
+    enter!(Creat, process, 0, name, (Checks::OPEN, checks));
     0
 }
 
@@ -258,23 +282,9 @@ pub fn openat2_enter(ctx: TracePointContext) -> u32 {
     let Some(process) = target::current() else {
         return 0;
     };
-    let size = arg!(&ctx, Openat2, "usize");
-    let refused = refused_by(&process, |row| {
-        // Read as the kernel copies it: only the first version's 24 bytes are decided.
-        let how = if size == open::OPEN_HOW_SIZE_VER0 {
-            args::read_user::<open::OpenHow>(arg!(&ctx, Openat2, "how"))
-        } else {
-            None
-        };
-        open::openat2(row, size, how.as_ref(), flag_set())
-    });
-    enter!(
-        Openat2,
-        process,
-        0,
-        arg!(&ctx, Openat2, "filename"),
-        refused
-    );
+    let checks = [arg!(&ctx, Openat2, "usize"), arg!(&ctx, Openat2, "how")];
+    let name = arg!(&ctx, Openat2, "filename");
+    enter!(Openat2, process, 0, name, (Checks::OPENAT2, checks));
     0
 }
 
@@ -292,13 +302,13 @@ pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pipe")]
 pub fn pipe_enter(ctx: TracePointContext) -> u32 {
-    enter_pair!(Pipe, arg!(&ctx, Pipe, "fildes"), false);
+    enter_pair!(Pipe, arg!(&ctx, Pipe, "fildes"), Checks::NONE);
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pipe2")]
 pub fn pipe2_enter(ctx: TracePointContext) -> u32 {
-    enter_pair!(Pipe2, arg!(&ctx, Pipe2, "fildes"), false);
+    enter_pair!(Pipe2, arg!(&ctx, Pipe2, "fildes"), Checks::NONE);
     0
 }
 
@@ -307,7 +317,11 @@ pub fn socketpair_enter(ctx: TracePointContext) -> u32 {
     enter_pair!(
         Socketpair,
         arg!(&ctx, Socketpair, "usockvec"),
-        fd::socketpair_flags_refused(arg!(&ctx, Socketpair, "type"))
+        if fd::socketpair_flags_refused(arg!(&ctx, Socketpair, "type")) {
+            Checks::REFUSED
+        } else {
+            Checks::NONE
+        }
     );
     0
 }
@@ -316,8 +330,12 @@ pub fn socketpair_enter(ctx: TracePointContext) -> u32 {
 #[tracepoint(category = "syscalls", name = "sys_enter_accept4")]
 pub fn accept4_enter(ctx: TracePointContext) -> u32 {
     if let Some(process) = target::current() {
-        let refused = fd::accept_flags_refused(arg!(&ctx, Accept4, "flags"));
-        enter!(Accept4, process, 0, 0, refused);
+        let checks = if fd::accept_flags_refused(arg!(&ctx, Accept4, "flags")) {
+            Checks::REFUSED
+        } else {
+            Checks::NONE
+        };
+        enter!(Accept4, process, 0, 0, (checks, [0, 0]));
     }
     0
 }

@@ -1,13 +1,66 @@
-//! close: `auditor_common::close::close` at exit, from the return value.
+//! close: its entry reads the file its fd names, before the close takes it from the table;
+//! its exit runs `auditor_common::close` on the return value and that file's test, so that
+//! a close finds its row of counts once and its process once.
 
-use auditor_common::{Syscall, close};
+use auditor_common::{
+    ProcessKey, Syscall, close,
+    fd::{self, FdFile},
+};
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 
-use crate::{exit_ret, tally, tally::Row, target};
+use crate::{
+    arg, exit_ret,
+    in_flight::{self, Call, Kind},
+    tally,
+    tally::Row,
+    target, task,
+};
+
+/// A close in flight: whose, and what its fd named at entry.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PendingClose {
+    process: ProcessKey,
+    /// The file, as `FdFile::to_u32` writes it.
+    file: u32,
+}
+
+impl PendingClose {
+    fn record(&self, row: &mut Row) {
+        fd::close_flush(row, FdFile::from_u32(self.file));
+    }
+}
+
+impl Call for PendingClose {
+    const KIND: Kind = Kind::Close;
+
+    fn unfollowed(&self) {
+        if let Some(mut row) = Row::of(&self.process) {
+            self.record(&mut row);
+            close::close_unreturned(&mut row);
+            tally::call(Syscall::Close);
+        }
+    }
+}
+
+#[tracepoint(category = "syscalls", name = "sys_enter_close")]
+pub fn close_enter(ctx: TracePointContext) -> u32 {
+    if let Some(process) = target::current() {
+        let fd = arg!(&ctx, Close, "fd") as u32;
+        in_flight::stash(&PendingClose {
+            process,
+            file: FdFile::to_u32(task::fd_file(fd)),
+        });
+    }
+    0
+}
 
 #[tracepoint(category = "syscalls", name = "sys_exit_close")]
 pub fn close_exit(ctx: TracePointContext) -> u32 {
-    if let Some(mut row) = target::current().as_ref().and_then(Row::of) {
+    if let Some(pending) = in_flight::take::<PendingClose>()
+        && let Some(mut row) = Row::of(&pending.process)
+    {
+        pending.record(&mut row);
         close::close(&mut row, exit_ret(&ctx));
         tally::call(Syscall::Close);
     }

@@ -1,6 +1,6 @@
 //! read, write, recvmsg and sendmsg: one lookup of their fd each, at entry, on the table
-//! as it is then (poll's and select's lookups are their models'); and the tests of the
-//! file a close or an fcntl finds.
+//! as it is then (poll's and select's lookups are their models'); and the test of the
+//! file an fcntl finds.
 
 use auditor_common::{
     Syscall,
@@ -38,14 +38,6 @@ macro_rules! lookup_enters {
 }
 
 include!(concat!(env!("OUT_DIR"), "/programs/fget.rs"));
-
-#[tracepoint(category = "syscalls", name = "sys_enter_close")]
-pub fn close_enter(ctx: TracePointContext) -> u32 {
-    if let Some(mut row) = target::current().as_ref().and_then(Row::of) {
-        fd::close_flush(&mut row, arg!(&ctx, Close, "fd") as u32, &task::Current);
-    }
-    0
-}
 
 /// Every fcntl (its call is counted here; F_DUPFD's allocation is followed in `alloc`).
 pub fn fcntl_entry(fd: u32) {

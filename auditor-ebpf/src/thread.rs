@@ -24,6 +24,7 @@ pub enum Kind {
     Dup,
     AddFd,
     Mapping,
+    Close,
 }
 
 /// Room for the largest family record (`in_flight::stash` checks each at build time).

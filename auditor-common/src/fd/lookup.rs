@@ -65,11 +65,12 @@ pub fn single_lookup<R: Recorder>(
     unlikely!(recorder, FdputCloned, Evaluation::from_known(cloned));
 }
 
-/// `filp_flush()` of the file a close takes from `fd`: `likely(!(f_mode & FMODE_PATH))`,
-/// run only when there was a file.
+/// `filp_flush()` of the `file` a close takes from its fd (as the table held it when the
+/// close began; None: unreadable): `likely(!(f_mode & FMODE_PATH))`, run only when there
+/// was a file.
 #[cfg_attr(target_arch = "bpf", inline(always))]
-pub fn close_flush<R: Recorder>(recorder: &mut R, fd: u32, task: &impl TaskState) {
-    match task.fd_file(fd) {
+pub fn close_flush<R: Recorder>(recorder: &mut R, file: Option<FdFile>) {
+    match file {
         Some(FdFile::NotOpen) => {}
         Some(FdFile::Open { path_only }) => {
             likely!(

@@ -57,6 +57,30 @@ pub enum FdFile {
     },
 }
 
+impl FdFile {
+    /// What a probe's record holds of an `Option<FdFile>` (None: unreadable): a plain u32,
+    /// every byte written, where an `Option`'s payload is left unwritten when None (a read
+    /// older verifiers refuse).
+    pub const fn to_u32(file: Option<FdFile>) -> u32 {
+        match file {
+            None => 0,
+            Some(FdFile::NotOpen) => 1,
+            Some(FdFile::Open { path_only: false }) => 2,
+            Some(FdFile::Open { path_only: true }) => 3,
+        }
+    }
+
+    /// The inverse of [`FdFile::to_u32`].
+    pub const fn from_u32(value: u32) -> Option<FdFile> {
+        match value {
+            1 => Some(FdFile::NotOpen),
+            2 => Some(FdFile::Open { path_only: false }),
+            3 => Some(FdFile::Open { path_only: true }),
+            _ => None,
+        }
+    }
+}
+
 /// What the model may ask of the calling task's state, when the observer can read it.
 pub trait TaskState {
     /// `files->count > 1`: other tasks share the fd table (None: unknown).
@@ -82,6 +106,19 @@ pub use crate::syscalls::Lookup;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_file_survives_its_u32() {
+        use super::FdFile;
+        for file in [
+            None,
+            Some(FdFile::NotOpen),
+            Some(FdFile::Open { path_only: false }),
+            Some(FdFile::Open { path_only: true }),
+        ] {
+            assert_eq!(FdFile::from_u32(FdFile::to_u32(file)), file);
+        }
+    }
+
     use super::{allocation::word_before, *};
     use crate::{
         errno,
