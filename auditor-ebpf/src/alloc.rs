@@ -74,12 +74,17 @@ impl PendingAlloc {
             Checks::OPEN => open::open(row, first, second, flag_set()),
             _ => {
                 // Read as the kernel copies it: only the first version's 24 bytes are decided.
-                let how = if first == open::OPEN_HOW_SIZE_VER0 {
-                    args::read_user::<open::OpenHow>(second)
-                } else {
-                    None
-                };
-                open::openat2(row, first, how.as_ref(), flag_set())
+                // Into a struct of zeros and a flag, not an Option: 6.1's verifier refuses
+                // the read of an Option's payload left unwritten when None.
+                let mut how = open::OpenHow::default();
+                let mut read = false;
+                if first == open::OPEN_HOW_SIZE_VER0
+                    && let Some(copied) = args::read_user::<open::OpenHow>(second)
+                {
+                    how = copied;
+                    read = true;
+                }
+                open::openat2(row, first, read.then_some(&how), flag_set())
             }
         };
         // An empty name refuses the open only where the name is read before the fd.
