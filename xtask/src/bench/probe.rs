@@ -96,6 +96,9 @@ enum Config {
     /// Plain strace with one of the flags `auditor strace` adds.
     StraceWith(&'static str),
     StraceAsAuditor,
+    /// strace with `auditor strace`'s flags writing its log to a file: what `strace -o LOG`
+    /// costs before `auditor ingest LOG`.
+    StraceLog,
     AuditorStrace,
 }
 
@@ -111,11 +114,12 @@ impl Config {
             Config::Strace
                 | Config::StraceWith(_)
                 | Config::StraceAsAuditor
+                | Config::StraceLog
                 | Config::AuditorStrace
         )
     }
 
-    const ALL: [Config; 14] = [
+    const ALL: [Config; 15] = [
         Config::Untraced,
         Config::Floor,
         Config::Auditor,
@@ -129,6 +133,7 @@ impl Config {
         Config::StraceWith("-s 65536"),
         Config::StraceWith("--seccomp-bpf"),
         Config::StraceAsAuditor,
+        Config::StraceLog,
         Config::AuditorStrace,
     ];
 
@@ -147,6 +152,7 @@ impl Config {
             Config::StraceWith("-s 65536") => "strace -s 65536",
             Config::StraceWith(_) => "strace --seccomp-bpf",
             Config::StraceAsAuditor => "strace-flags",
+            Config::StraceLog => "strace-log",
             Config::AuditorStrace => "auditor-strace",
         }
     }
@@ -167,6 +173,7 @@ impl Config {
             Config::StraceAsAuditor => {
                 "the same with auditor strace's -Y -qq -v -s 65536 --seccomp-bpf"
             }
+            Config::StraceLog => "the same, writing its log to a file (strace -o LOG)",
             Config::AuditorStrace => "auditor strace -o /dev/null -- bench",
         }
     }
@@ -256,14 +263,21 @@ impl Tools {
                     bench.join(" "),
                 ];
             }
-            Config::Strace | Config::StraceWith(_) | Config::StraceAsAuditor => {
+            Config::Strace
+            | Config::StraceWith(_)
+            | Config::StraceAsAuditor
+            | Config::StraceLog => {
                 let flags: Vec<&str> = match config {
                     Config::StraceWith(flags) => flags.split(' ').collect(),
-                    Config::StraceAsAuditor => AUDITOR_STRACE_FLAGS.to_vec(),
+                    Config::StraceAsAuditor | Config::StraceLog => AUDITOR_STRACE_FLAGS.to_vec(),
                     _ => vec![],
                 };
+                let output = match config {
+                    Config::StraceLog => self.dir.join("strace.log").display().to_string(),
+                    _ => "/dev/null".into(),
+                };
                 self.on_tracer_cpus(
-                    ["strace", "-f", "-o", "/dev/null", "-e"]
+                    ["strace", "-f", "-o", &output, "-e"]
                         .into_iter()
                         .map(String::from)
                         .chain([strace_set()])
@@ -836,6 +850,8 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let path: &Path = &options.json;
     std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
     println!("\nfigures written to {}", path.display());
+    // strace-log's last log (a poll of 1024 fds writes 80 MB a second of it).
+    let _ = std::fs::remove_file(tools.dir.join("strace.log"));
     Ok(())
 }
 
@@ -858,7 +874,13 @@ mod tests {
         let line = tools.command(Config::AuditorStrace, &["probe-bench".into()]);
         assert_eq!(line[..4], ["taskset", "-c", "0", "auditor"]);
         let line = tools.command(Config::Strace, &["probe-bench".into()]);
-        assert_eq!(line[..4], ["taskset", "-c", "0", "strace"]);
+        assert_eq!(
+            line[..7],
+            ["taskset", "-c", "0", "strace", "-f", "-o", "/dev/null"]
+        );
+        let line = tools.command(Config::StraceLog, &["probe-bench".into()]);
+        assert_eq!(line[4..7], ["-f", "-o", "/tmp/strace.log"]);
+        assert!(line.contains(&"--seccomp-bpf".to_string()), "{line:?}");
         // The probe's tracers run in the kernel, on the workload's CPU: not pinned.
         let line = tools.command(Config::Auditor, &["probe-bench".into()]);
         assert_eq!(line[0], "auditor");
