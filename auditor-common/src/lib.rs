@@ -399,9 +399,13 @@ pub mod maps {
     /// Each traced thread's call in flight, in its task-local storage (no capacity: the
     /// kernel makes a thread's at its first followed call and frees it with the task).
     pub const THREAD_STATE: &str = "THREAD_STATE";
-    /// The size of a thread's value in `THREAD_STATE`: a tag and the largest family record
-    /// of a call in flight.
-    pub const THREAD_STATE_BYTES: usize = 112;
+    /// The size of a thread's value in `THREAD_STATE`: its process as last decided (a
+    /// `ProcessKey` and the generation of `TRACED` it was decided in), a tag and the
+    /// largest family record of a call in flight.
+    pub const THREAD_STATE_BYTES: usize = 144;
+    /// `TRACED`'s generation: the time of its last change by a program, written after the
+    /// change; a thread's process decided in the current generation is what `TRACED` says.
+    pub const TRACED_GENERATION: &str = "TRACED_GENERATION";
     /// One array of bytes, a slot per pid modulo its length ([`maybe_traced_slot`]), set
     /// when a pid enters `TRACED` and never cleared in a session: a clear slot proves a
     /// process untraced without a lookup of `TRACED`.

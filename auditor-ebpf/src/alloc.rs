@@ -8,7 +8,7 @@
 //! by build.rs; those that read their own arguments are written here.
 
 use auditor_common::{
-    ProcessKey, Syscall,
+    ProcessKey, Syscall, errno,
     fd::{self, AllocStart},
     open, shared,
     syscalls::{Allocator, Asks, FdPrepare, PairAllocator},
@@ -64,9 +64,9 @@ impl Checks {
 
 impl PendingAlloc {
     /// Whether the call was refused before its allocation (None: unknown), its checks
-    /// counted on `row`.
+    /// counted on `row`; `ret`, its return value (None: not followed to its exit).
     #[inline(always)]
-    fn refused(&self, row: &mut Row) -> Option<bool> {
+    fn refused(&self, row: &mut Row, ret: Option<i64>) -> Option<bool> {
         let [first, second] = self.args;
         let refused = match self.checks {
             Checks::NONE => return Some(false),
@@ -87,8 +87,13 @@ impl PendingAlloc {
                 open::openat2(row, first, read.then_some(&how), flag_set())
             }
         };
-        // An empty name refuses the open only where the name is read before the fd.
-        if refused || !flag_set().name_before_fd() || self.address == 0 {
+        // An empty name refuses the open only where the name is read before the fd, and
+        // with ENOENT: any other return says the name was not empty, without a read.
+        if refused
+            || !flag_set().name_before_fd()
+            || self.address == 0
+            || ret != Some(-errno::ENOENT)
+        {
             return Some(refused);
         }
         args::read_user::<u8>(self.address).map(|byte| byte == 0)
@@ -101,7 +106,7 @@ impl Call for PendingAlloc {
     fn unfollowed(&self) {
         if let Some(mut row) = Row::of(&self.process) {
             // Its checks, which the exit would have run.
-            let _ = self.refused(&mut row);
+            let _ = self.refused(&mut row, None);
             // It may allocate, on a table not kept.
             fd::allocation(&mut row, None, fd::AllocOutcome::Maybe);
             fd::fd_prepare(&mut row, self.prepares, fd::AllocOutcome::Maybe, 0);
@@ -223,7 +228,7 @@ fn exit(ctx: &TracePointContext) {
     };
     let ret = exit_ret(ctx);
     let table = (pending.table_read != 0).then_some(&pending.table);
-    let refused = pending.refused(&mut row);
+    let refused = pending.refused(&mut row, Some(ret));
     if pending.pair != 0 {
         let allocator = PairAllocator::from_u32(pending.pair - 1);
         match allocator.fds_written(ret, refused == Some(true)) {

@@ -15,7 +15,10 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::task;
+use crate::{
+    task,
+    thread::{self, Decided},
+};
 
 #[unsafe(no_mangle)]
 static AUDITOR_PID: u32 = 0;
@@ -58,6 +61,30 @@ static EXES: HashMap<ProcessKey, [u8; EXE_LEN]> =
 /// Room to read an executable's path into: too large for the BPF stack.
 #[map]
 static EXE_SCRATCH: PerCpuArray<[u8; EXE_LEN]> = PerCpuArray::with_max_entries(1, 0);
+
+/// See `maps::TRACED_GENERATION`.
+#[map]
+static TRACED_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
+
+/// `TRACED_GENERATION` now. Read before `TRACED` is: a change made meanwhile is followed
+/// by a new generation, which makes what the reader decides from it stale at once.
+fn generation() -> u64 {
+    TRACED_GENERATION.get(0).map_or(0, |generation| {
+        // SAFETY: a valid, aligned map value, which other CPUs write.
+        unsafe { core::ptr::read_volatile(generation) }
+    })
+}
+
+/// After a change to `TRACED`: a new generation, so that every thread's decided process
+/// is decided again. The generation is the time of the change (this target has no atomic
+/// add): any change after a reader read the generation is timed after that read, so the
+/// value it leaves differs from the one the reader holds, whichever CPU writes last.
+fn changed() {
+    if let Some(generation) = TRACED_GENERATION.get_ptr_mut(0) {
+        // SAFETY: a valid, aligned map value; a racing CPU writes a time as new.
+        unsafe { core::ptr::write_volatile(generation, aya_ebpf::helpers::bpf_ktime_get_ns()) };
+    }
+}
 
 /// See `maps::MAYBE_TRACED`: the loader sets the slots of the pids it enters in `TRACED`.
 #[map]
@@ -121,11 +148,43 @@ pub fn current() -> Option<ProcessKey> {
 
 /// [`current`] in a shared program: the program that handed over to it found `may_count`
 /// (`in_flight::may_hold`) for the same call.
+///
+/// A thread of a counted process keeps its process in its own state, with the generation
+/// of `TRACED` it was decided in: while no program has changed `TRACED` since, its calls
+/// find their process there, without a lookup of `TRACED`.
 pub fn current_handed_over() -> Option<ProcessKey> {
     if empty_programs() || stopped() {
         return None;
     }
-    decide()
+    let generation = generation();
+    let pid = current_tgid();
+    let slot = thread::current(false);
+    if !slot.is_null() {
+        // SAFETY: the thread's own state, valid for this program run (see `thread`).
+        let decided = unsafe { (*slot).decided };
+        if decided.generation == generation && decided.process.pid == pid {
+            return Some(decided.process);
+        }
+    }
+    let (process, lasting) = decide(pid)?;
+    if lasting {
+        let slot = if slot.is_null() {
+            thread::current(true)
+        } else {
+            slot
+        };
+        if !slot.is_null() {
+            // SAFETY: as above.
+            unsafe {
+                (*slot).decided = Decided {
+                    process,
+                    _pad: 0,
+                    generation,
+                }
+            };
+        }
+    }
+    Some(process)
 }
 
 /// Whether the current process may be counted: false only when it surely is not, from its
@@ -141,9 +200,10 @@ pub fn may_count() -> bool {
         .is_none_or(|slots| slots[maps::maybe_traced_slot(current_tgid())] != 0)
 }
 
-/// `current`'s verdict, decided from the targets: one lookup for a process already seen.
-fn decide() -> Option<ProcessKey> {
-    let pid = current_tgid();
+/// `current`'s verdict on the current process `pid`, decided from the targets: one lookup
+/// for a process already seen. Lasting when it holds until `TRACED` changes (a verdict on
+/// the thread's own name does not: threads rename freely).
+fn decide(pid: u32) -> Option<(ProcessKey, bool)> {
     if pid == global(&AUDITOR_PID) {
         return None;
     }
@@ -154,17 +214,20 @@ fn decide() -> Option<ProcessKey> {
             // Entered by the loader: its name is read once, by its first counted call.
             entry.comm = task::process_comm()?;
             entry.flags &= !traced::UNNAMED;
+            changed();
         }
         if entry.flags & traced::COUNTED != 0 {
-            return Some(ProcessKey {
+            let process = ProcessKey {
                 pid,
                 comm: entry.comm,
-            });
+            };
+            return Some((process, true));
         }
-        return by_thread_name(pid, &entry.comm);
+        return by_thread_name(pid, &entry.comm).map(|process| (process, false));
     }
     if global(&TRACE_ALL) != 0 {
-        return enter_traced(pid, task::process_comm()?, traced::COUNTED);
+        return enter_traced(pid, task::process_comm()?, traced::COUNTED)
+            .map(|process| (process, true));
     }
     if global(&FILTER_COMMS) == 0 {
         return None;
@@ -175,10 +238,11 @@ fn decide() -> Option<ProcessKey> {
     };
     let comm = task::leader_comm().unwrap_or(thread);
     if comm_matches(&comm, comm_match::PROCESS) {
-        return enter_traced(pid, comm, traced::COUNTED | traced::BY_NAME);
+        return enter_traced(pid, comm, traced::COUNTED | traced::BY_NAME)
+            .map(|process| (process, true));
     }
     let _ = enter_traced(pid, comm, traced::BY_NAME);
-    by_thread_name(pid, &comm)
+    by_thread_name(pid, &comm).map(|process| (process, false))
 }
 
 /// Enters `pid` under `comm` with `flags`: the process to count if COUNTED (also when the
@@ -192,6 +256,7 @@ fn enter_traced(pid: u32, comm: [u8; COMM_LEN], flags: u32) -> Option<ProcessKey
         unsafe { (*slots)[maps::maybe_traced_slot(pid)] = 1 };
     }
     let _ = TRACED.insert(pid, Traced { comm, flags }, 0);
+    changed();
     (flags & traced::COUNTED != 0).then_some(ProcessKey { pid, comm })
 }
 
@@ -268,8 +333,8 @@ pub fn process_exec(ctx: &TracePointContext, exec_of: &mut u32) -> Result<(), u3
     let offset = global(&EXEC_OLD_PID_OFFSET) as usize;
     // SAFETY: the loader read the offset of old_pid from this kernel's format file.
     let old_pid = unsafe { ctx.read_at::<u32>(offset) }.map_err(|_| failure::EXEC_OLD_PID)?;
-    if old_pid != tgid {
-        let _ = TRACED.remove(old_pid);
+    if old_pid != tgid && TRACED.remove(old_pid).is_ok() {
+        changed();
     }
     Ok(())
 }
@@ -318,11 +383,14 @@ fn try_task_rename(ctx: &TracePointContext) -> Result<(), u32> {
     let entry = unsafe { &mut *entry };
     if entry.flags & traced::BY_NAME != 0 {
         let _ = TRACED.remove(pid);
+        changed();
         return Ok(());
     }
     let offset = global(&RENAME_NEWCOMM_OFFSET) as usize;
     // SAFETY: as above; a char[16], checked by the loader.
-    entry.comm = unsafe { ctx.read_at::<[u8; COMM_LEN]>(offset) }.map_err(|_| failure::RENAME)?;
+    let renamed = unsafe { ctx.read_at::<[u8; COMM_LEN]>(offset) };
+    entry.comm = renamed.map_err(|_| failure::RENAME)?;
+    changed();
     Ok(())
 }
 
@@ -334,14 +402,15 @@ pub fn process_exit(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let (tid, tgid) = (ctx.pid(), ctx.tgid());
-    if tid != tgid {
-        let _ = TRACED.remove(tid);
+    if tid != tgid && TRACED.remove(tid).is_ok() {
+        changed();
     }
     // Only a traced process's exit reads the task; unknown (no task offsets): the entry
     // stays, and the loader says so in the report.
     // SAFETY: presence test only.
     if unsafe { TRACED.get(tgid) }.is_some() && task::group_dead() == Some(true) {
         let _ = TRACED.remove(tgid);
+        changed();
     }
     0
 }

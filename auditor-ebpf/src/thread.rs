@@ -2,7 +2,7 @@
 //! (`in_flight`). The kernel makes a thread's state at its first followed call and frees
 //! it with the task, so no program forgets threads, and finding it costs no hash lookup.
 
-use auditor_common::maps;
+use auditor_common::{ProcessKey, maps};
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_LOCAL_STORAGE_GET_F_CREATE, bpf_map_type},
     helpers::generated::{bpf_get_current_task_btf, bpf_task_storage_get},
@@ -28,10 +28,21 @@ pub enum Kind {
 }
 
 /// Room for the largest family record (`in_flight::stash` checks each at build time).
-pub const RECORD_WORDS: usize = (maps::THREAD_STATE_BYTES - 8) / 8;
+pub const RECORD_WORDS: usize =
+    (maps::THREAD_STATE_BYTES - core::mem::size_of::<Decided>() - 8) / 8;
+
+/// The thread's process as `target` last decided it, and in which generation of `TRACED`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Decided {
+    pub process: ProcessKey,
+    pub _pad: u32,
+    pub generation: u64,
+}
 
 #[repr(C)]
 pub struct Thread {
+    pub decided: Decided,
     /// The call in flight: its family, and its record.
     pub kind: Kind,
     pub _pad: u32,
