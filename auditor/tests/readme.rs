@@ -209,8 +209,8 @@ fn memory_paragraph(cpus: usize, [plain, stacks]: [auditor::source::ebpf::MapMem
          in per-CPU maps without `--stacks`; {} and {} with it (its ring buffer of {} MiB and \
          its sampling tables are made only then). Each traced process adds its row of \
          counts, {} bytes per CPU, as it first makes a counted call, and each of its \
-         threads a {}-byte record of its call in flight in the thread's own storage, which the \
-         kernel frees with the thread.",
+         threads {} bytes in the thread's own storage (its process as last decided, and its \
+         call in flight), which the kernel frees with the thread.",
         plain.maps,
         mb(plain.shared),
         mb(plain.per_cpu_maps),
