@@ -5,9 +5,9 @@
 //! time left, and its signal mask.
 //!
 //! At exit an array of up to `SMALL` entries is read onto the stack in one helper call
-//! (`read_small`); a larger one in bulk, `CHUNK` entries per `bpf_loop` step, so any nfds the
-//! kernel accepts (up to RLIMIT_NOFILE) is counted whole; revents then holds POLLNVAL for the
-//! entries whose fd was not open. Entries that cannot be read are counted as unreadable.
+//! (`read_small`); a larger one in bulk, `READ` entries per helper call and `CHUNK` counted
+//! per `bpf_loop` step, so any nfds the kernel accepts (up to RLIMIT_NOFILE) is counted
+//! whole; revents then holds POLLNVAL for the entries whose fd was not open. Entries that cannot be read are counted as unreadable.
 
 use auditor_common::{
     ProcessKey, Syscall, UNFOLLOWED_RETURN,
@@ -63,9 +63,14 @@ impl Call for PendingPoll {
     }
 }
 
-/// Entries read per helper call (2 KiB).
+/// Entries counted per `bpf_loop` step.
 const CHUNK: usize = 256;
-const CHUNK_BYTES: usize = CHUNK * POLLFD_SIZE;
+/// Entries read per helper call (8 KiB), every `STEPS_PER_READ` steps: a read of user
+/// memory costs some 150 ns whatever its size, and a poll of 1024 fds made four.
+const READ: usize = 1024;
+const READ_BYTES: usize = READ * POLLFD_SIZE;
+const STEPS_PER_READ: usize = READ / CHUNK;
+const _: () = assert!(READ.is_multiple_of(CHUNK) && STEPS_PER_READ.is_power_of_two());
 
 /// Poll's number on this machine, set by the loader: the shared exit tells poll's calls by
 /// it.
@@ -227,7 +232,10 @@ struct Walk {
     _pad: u32,
     /// The address of the chunk read entry by entry (`read_entry`).
     chunk: u64,
-    entries: [PollFd; CHUNK],
+    /// 1 when the last read of `entries` read all it asked for.
+    read_whole: u32,
+    _pad2: u32,
+    entries: [PollFd; READ],
 }
 
 #[map]
@@ -255,9 +263,10 @@ fn walk(ufds: u64, nfds: u32) -> Option<EntryScan> {
     Some(scan)
 }
 
-/// Counts `entries` (all read): `fd < 0`, and for the others whether the fd was open.
-/// Without a branch per entry, so that the verifier follows one path through the loop.
-fn count_entries(state: &mut Walk, entries: usize) {
+/// Counts the first `entries` of `window` (all read): `fd < 0`, and for the others whether
+/// the fd was open. Without a branch per entry, so that the verifier follows one path
+/// through the loop.
+fn count_entries(window: &[PollFd; CHUNK], entries: usize) -> (u64, u64) {
     let (mut negative, mut not_open) = (0, 0);
     let mut count = |entry: PollFd| {
         let (n, o) = poll::entry_bits(entry.fd, entry.revents);
@@ -270,7 +279,7 @@ fn count_entries(state: &mut Walk, entries: usize) {
         if i + 4 > entries {
             break;
         }
-        for entry in &state.entries[i..i + 4] {
+        for entry in &window[i..i + 4] {
             count(*entry);
         }
         i += 4;
@@ -279,10 +288,10 @@ fn count_entries(state: &mut Walk, entries: usize) {
         if i >= entries || i >= CHUNK {
             break;
         }
-        count(state.entries[i]);
+        count(window[i]);
         i += 1;
     }
-    state.scan.add(entries as u64, (negative, not_open));
+    (negative, not_open)
 }
 
 #[inline(never)]
@@ -300,20 +309,40 @@ extern "C" fn walk_chunk(index: u32, _context: *mut c_void) -> i64 {
         CHUNK
     };
     let source = state.ufds + start * POLLFD_SIZE as u64;
-    let bytes = entries * POLLFD_SIZE;
-    if bytes > CHUNK_BYTES {
-        return 1;
+    // Which of the read's steps this is: the first reads for all of them.
+    let step = index as usize & (STEPS_PER_READ - 1);
+    if step == 0 {
+        let bytes = if left < READ as u64 {
+            left as usize * POLLFD_SIZE
+        } else {
+            READ_BYTES
+        };
+        // Bounded again on the register the helper gets: the compiler folds the test into
+        // the one on `left`, which the verifier does not carry over to `bytes`.
+        // SAFETY: a read of a local.
+        let bytes = unsafe { core::ptr::read_volatile(&bytes) };
+        if bytes > READ_BYTES {
+            return 1;
+        }
+        // SAFETY: `entries` is READ_BYTES long and bytes <= READ_BYTES.
+        let read = unsafe {
+            generated::bpf_probe_read_user(
+                state.entries.as_mut_ptr().cast(),
+                bytes as u32,
+                source as *const c_void,
+            )
+        };
+        state.read_whole = u32::from(read == 0);
     }
-    // SAFETY: `entries` is CHUNK_BYTES long and bytes <= CHUNK_BYTES.
-    let read = unsafe {
-        generated::bpf_probe_read_user(
-            state.entries.as_mut_ptr().cast(),
-            bytes as u32,
-            source as *const c_void,
-        )
-    };
-    if read == 0 {
-        count_entries(state, entries);
+    let window = state
+        .entries
+        .get(step * CHUNK..(step + 1) * CHUNK)
+        .and_then(|window| <&[PollFd; CHUNK]>::try_from(window).ok());
+    if let Some(window) = window
+        && state.read_whole != 0
+    {
+        let sums = count_entries(window, entries);
+        state.scan.add(entries as u64, sums);
     } else {
         // Part of the chunk is not readable (a page not resident): read entry by entry so
         // that only the entries really out of reach are unreadable, in a loop of its own
