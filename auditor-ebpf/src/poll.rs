@@ -7,7 +7,8 @@
 //! At exit an array of up to `SMALL` entries is read onto the stack in one helper call
 //! (`read_small`); a larger one in bulk, `READ` entries per helper call and `CHUNK` counted
 //! per `bpf_loop` step, so any nfds the kernel accepts (up to RLIMIT_NOFILE) is counted
-//! whole; revents then holds POLLNVAL for the entries whose fd was not open. Entries that cannot be read are counted as unreadable.
+//! whole; revents then holds POLLNVAL for the entries whose fd was not open. Entries that
+//! cannot be read are counted as unreadable.
 
 use auditor_common::{
     ProcessKey, Syscall, UNFOLLOWED_RETURN,
