@@ -135,6 +135,15 @@ pub struct PollFd {
     pub revents: i16,
 }
 
+impl PollFd {
+    /// The entry as the little-endian word it is in user memory (see [`words`]).
+    pub const fn word(self) -> u64 {
+        self.fd as u32 as u64
+            | (self.events as u16 as u64) << 32
+            | (self.revents as u16 as u64) << 48
+    }
+}
+
 /// Size of one `struct pollfd` in user memory.
 pub const POLLFD_SIZE: usize = core::mem::size_of::<PollFd>();
 
@@ -166,6 +175,48 @@ pub const fn entry_bits(fd: i32, revents: i16) -> (u64, u64) {
     let negative = (fd as u32 >> 31) as u64;
     let not_open = ((revents as u16 as u64) >> POLLNVAL.trailing_zeros()) & 1;
     (negative, not_open & (negative ^ 1))
+}
+
+/// [`entry_bits`] summed a word at a time over many entries, for the probe: an entry is
+/// the little-endian word [`PollFd::word`], fd in bits 0..32 and revents in 48..64. The sum
+/// of [`word_bits`] keeps fd's sign in one field and POLLNVAL in another, three
+/// instructions an entry; only when it found POLLNVAL does [`word_skipped_nval`] need a
+/// second sum, of the entries that have both (do_pollfd skips a negative fd whatever its
+/// revents say). [`word_sums`] turns the two sums into `entry_bits`' pair.
+pub mod words {
+    use super::POLLNVAL;
+
+    const SIGN_BIT: u32 = 31;
+    const NVAL_BIT: u32 = 48 + POLLNVAL.trailing_zeros();
+    const SIGN: u64 = 1 << SIGN_BIT;
+    const NVAL: u64 = 1 << NVAL_BIT;
+
+    /// Entries whose words one u64 sums without a carry from a field into the next: the
+    /// POLLNVAL field, bits 53..64, holds 2047 (the sign field, 22 bits, more).
+    pub const MAX_SUMMED: usize = (1 << (64 - NVAL_BIT)) - 1;
+
+    /// What the first sum keeps of an entry's word: fd's sign bit and revents' POLLNVAL.
+    pub const fn word_bits(word: u64) -> u64 {
+        word & (SIGN | NVAL)
+    }
+
+    /// Whether the first sum counted POLLNVAL somewhere (so the second sum is needed).
+    pub const fn has_nval(bits: u64) -> bool {
+        bits >> NVAL_BIT != 0
+    }
+
+    /// What the second sum keeps of an entry's word: POLLNVAL when fd < 0 too.
+    pub const fn word_skipped_nval(word: u64) -> u64 {
+        word & (word << (NVAL_BIT - SIGN_BIT)) & NVAL
+    }
+
+    /// The entries with fd < 0, and of the others those not open, from the sum of
+    /// [`word_bits`] and that of [`word_skipped_nval`] (0 when not [`has_nval`]) over at
+    /// most [`MAX_SUMMED`] entries.
+    pub const fn word_sums(bits: u64, skipped_nval: u64) -> (u64, u64) {
+        let negative = (bits >> SIGN_BIT) & ((1 << (NVAL_BIT - SIGN_BIT)) - 1);
+        (negative, (bits >> NVAL_BIT) - (skipped_nval >> NVAL_BIT))
+    }
 }
 
 /// `do_sys_poll`: the first chunk (`N_STACK_PPS` entries on the stack) is not enough, and
@@ -301,6 +352,66 @@ mod tests {
                     (u64::from(negative), u64::from(not_open)),
                     "fd {fd} revents {revents}"
                 );
+            }
+        }
+    }
+
+    /// The word sums equal entry_bits' over arrays of every mix: fds of either sign,
+    /// revents with and without POLLNVAL (on negative fds too), the most entries a sum holds.
+    #[test]
+    fn word_sums_are_entry_bits() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..2000 {
+            let len = match round % 4 {
+                0 => words::MAX_SUMMED,
+                _ => (next() % 300) as usize,
+            };
+            let nval_share = next() % 4;
+            let mut array = [PollFd::default(); words::MAX_SUMMED];
+            for entry in &mut array[..len] {
+                let r = next();
+                let revents = r as i16;
+                *entry = PollFd {
+                    fd: (r >> 16) as i32,
+                    events: (r >> 48) as i16,
+                    revents: match (r >> 40) % 4 < nval_share {
+                        true => revents | POLLNVAL,
+                        false => revents & !POLLNVAL,
+                    },
+                };
+            }
+            let entries = &array[..len];
+            assert_eq!(
+                PollFd {
+                    fd: -2,
+                    events: 3,
+                    revents: POLLNVAL
+                }
+                .word(),
+                0x0020_0003_ffff_fffe
+            );
+            let expected = entries.iter().fold((0, 0), |(n, o), e| {
+                let (dn, d_o) = entry_bits(e.fd, e.revents);
+                (n + dn, o + d_o)
+            });
+            let bits: u64 = entries.iter().map(|e| words::word_bits(e.word())).sum();
+            let skipped: u64 = entries
+                .iter()
+                .map(|e| words::word_skipped_nval(e.word()))
+                .sum();
+            assert_eq!(words::word_sums(bits, skipped), expected, "round {round}");
+            assert_eq!(
+                words::has_nval(bits),
+                entries.iter().any(|e| fd_not_open(e.revents))
+            );
+            if !words::has_nval(bits) {
+                assert_eq!(words::word_sums(bits, 0), expected);
             }
         }
     }

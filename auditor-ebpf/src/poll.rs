@@ -12,7 +12,7 @@
 
 use auditor_common::{
     ProcessKey, Syscall, UNFOLLOWED_RETURN,
-    poll::{self, EntryScan, POLLFD_SIZE, PollCall, PollFd},
+    poll::{self, EntryScan, POLLFD_SIZE, PollCall, PollFd, words},
     prelude::{Prelude, Timeout},
     shared,
 };
@@ -66,6 +66,7 @@ impl Call for PendingPoll {
 
 /// Entries counted per `bpf_loop` step.
 const CHUNK: usize = 256;
+const _: () = assert!(CHUNK <= words::MAX_SUMMED);
 /// Entries read per helper call (8 KiB), every `STEPS_PER_READ` steps: a read of user
 /// memory costs some 150 ns whatever its size, and a poll of 1024 fds made four.
 const READ: usize = 1024;
@@ -179,9 +180,9 @@ fn poll_at_exit() -> Option<PendingPoll> {
 const SMALL: usize = 8;
 
 /// The scan of an array of at most `SMALL` entries, read in one helper call onto the
-/// stack: no loop helper, no map lookup. The entries past nfds stay zero, which
-/// `entry_bits` counts as neither negative nor closed, so every entry is summed without a
-/// branch. None for a larger array, or one not wholly readable (the walk then reads it
+/// stack: no loop helper, no map lookup. The entries past nfds stay zero, which the word
+/// sums (`poll::words`) count as neither negative nor closed, so every entry is summed
+/// without a branch, both sums at once. None for a larger array, or one not wholly readable (the walk then reads it
 /// entry by entry).
 fn read_small(ufds: u64, nfds: u32) -> Option<EntryScan> {
     if nfds as usize > SMALL {
@@ -195,10 +196,10 @@ fn read_small(ufds: u64, nfds: u32) -> Option<EntryScan> {
         return None;
     }
     // Zeroed a word at a time: an array initialiser becomes a call to a byte loop.
-    let mut entries = core::mem::MaybeUninit::<[PollFd; SMALL]>::uninit();
+    let mut entries = core::mem::MaybeUninit::<[u64; SMALL]>::uninit();
     let words = entries.as_mut_ptr().cast::<u64>();
     for i in 0..SMALL {
-        // SAFETY: word i of the array (a PollFd is 8 bytes).
+        // SAFETY: word i of the array.
         unsafe { core::ptr::write_volatile(words.add(i), 0) };
     }
     // SAFETY: `entries` is SMALL * POLLFD_SIZE bytes long and bytes is no more.
@@ -210,14 +211,13 @@ fn read_small(ufds: u64, nfds: u32) -> Option<EntryScan> {
     }
     // SAFETY: every byte was written above (zeros, then what was read).
     let entries = unsafe { entries.assume_init() };
-    let (mut negative, mut not_open) = (0, 0);
-    for entry in entries {
-        let (n, o) = poll::entry_bits(entry.fd, entry.revents);
-        negative += n;
-        not_open += o;
+    let (mut bits, mut skipped_nval) = (0, 0);
+    for word in entries {
+        bits += words::word_bits(word);
+        skipped_nval += words::word_skipped_nval(word);
     }
     let mut scan = EntryScan::default();
-    scan.add(u64::from(nfds), (negative, not_open));
+    scan.add(u64::from(nfds), words::word_sums(bits, skipped_nval));
     Some(scan)
 }
 
@@ -236,7 +236,12 @@ struct Walk {
     /// 1 when the last read of `entries` read all it asked for.
     read_whole: u32,
     _pad2: u32,
-    entries: [PollFd; READ],
+    /// The chunk's first sum and its entries (see `walk_chunk`).
+    bits: u64,
+    summed: u64,
+    /// The entries read, each as the word `PollFd::word` says it is (summed a word at a
+    /// time: `count_entries`).
+    entries: [u64; READ],
 }
 
 #[map]
@@ -264,24 +269,19 @@ fn walk(ufds: u64, nfds: u32) -> Option<EntryScan> {
     Some(scan)
 }
 
-/// Counts the first `entries` of `window` (all read): `fd < 0`, and for the others whether
-/// the fd was open. Without a branch per entry, so that the verifier follows one path
-/// through the loop.
-fn count_entries(window: &[PollFd; CHUNK], entries: usize) -> (u64, u64) {
-    let (mut negative, mut not_open) = (0, 0);
-    let mut count = |entry: PollFd| {
-        let (n, o) = poll::entry_bits(entry.fd, entry.revents);
-        negative += n;
-        not_open += o;
-    };
+/// The sum of `part` of the first `entries` words of `window`, without a branch per entry,
+/// so that the verifier follows one path through the loop.
+#[inline(always)]
+fn sum_words(window: &[u64; CHUNK], entries: usize, part: impl Fn(u64) -> u64) -> u64 {
+    let mut sum = 0;
     // Four entries a step while four are left: a quarter of the loop's own tests.
     let mut i = 0;
     for _ in 0..CHUNK / 4 {
         if i + 4 > entries {
             break;
         }
-        for entry in &window[i..i + 4] {
-            count(*entry);
+        for word in &window[i..i + 4] {
+            sum += part(*word);
         }
         i += 4;
     }
@@ -289,10 +289,10 @@ fn count_entries(window: &[PollFd; CHUNK], entries: usize) -> (u64, u64) {
         if i >= entries || i >= CHUNK {
             break;
         }
-        count(window[i]);
+        sum += part(window[i]);
         i += 1;
     }
-    (negative, not_open)
+    sum
 }
 
 #[inline(never)]
@@ -338,12 +338,33 @@ extern "C" fn walk_chunk(index: u32, _context: *mut c_void) -> i64 {
     let window = state
         .entries
         .get(step * CHUNK..(step + 1) * CHUNK)
-        .and_then(|window| <&[PollFd; CHUNK]>::try_from(window).ok());
+        .and_then(|window| <&[u64; CHUNK]>::try_from(window).ok());
     if let Some(window) = window
         && state.read_whole != 0
     {
-        let sums = count_entries(window, entries);
-        state.scan.add(entries as u64, sums);
+        // `fd < 0`, and for the others whether the fd was open, a word at a time
+        // (`poll::words`): one sum of every entry, and a second only for a chunk where
+        // some revents holds POLLNVAL. The first sum and the entries go through map
+        // memory, which the verifier does not track: each of the first loop's ways out
+        // knows another range of `entries`, and would verify the second loop once more.
+        let bits = sum_words(window, entries, words::word_bits);
+        // SAFETY: fields of this CPU's walk state.
+        let (bits, entries) = unsafe {
+            core::ptr::write_volatile(&mut state.bits, bits);
+            core::ptr::write_volatile(&mut state.summed, entries as u64);
+            (
+                core::ptr::read_volatile(&state.bits),
+                core::ptr::read_volatile(&state.summed) as usize,
+            )
+        };
+        let skipped_nval = if words::has_nval(bits) {
+            sum_words(window, entries, words::word_skipped_nval)
+        } else {
+            0
+        };
+        state
+            .scan
+            .add(entries as u64, words::word_sums(bits, skipped_nval));
     } else {
         // Part of the chunk is not readable (a page not resident): read entry by entry so
         // that only the entries really out of reach are unreadable, in a loop of its own
