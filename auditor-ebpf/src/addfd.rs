@@ -52,18 +52,15 @@ pub fn ioctl_enter(ctx: TracePointContext) -> u32 {
     if !addfd::is_addfd(arg!(&ctx, Ioctl, "cmd")) {
         return 0;
     }
-    let Some(caller) = target::current() else {
+    let Some(process) = target::current() else {
         return 0;
     };
     let addfd = args::read_user::<NotifAddFd>(arg!(&ctx, Ioctl, "arg"));
-    in_flight::stash(
-        &caller,
-        &PendingAddFd {
-            process: caller.process,
-            read: u32::from(addfd.is_some()),
-            addfd: addfd.unwrap_or_default(),
-        },
-    );
+    in_flight::stash(&PendingAddFd {
+        process,
+        read: u32::from(addfd.is_some()),
+        addfd: addfd.unwrap_or_default(),
+    });
     0
 }
 

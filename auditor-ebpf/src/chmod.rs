@@ -7,7 +7,7 @@ use crate::{tally, tally::Row, target};
 
 /// `do_fchmodat(..., flags)` for a call of `syscall`.
 fn do_fchmodat(syscall: Syscall, flags: u32) {
-    if let Some(mut row) = target::current().and_then(|caller| Row::of(&caller.process)) {
+    if let Some(mut row) = target::current().as_ref().and_then(Row::of) {
         chmod::do_fchmodat(&mut row, flags);
         tally::call(syscall);
     }

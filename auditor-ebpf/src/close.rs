@@ -45,15 +45,12 @@ impl Call for PendingClose {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_close")]
 pub fn close_enter(ctx: TracePointContext) -> u32 {
-    if let Some(caller) = target::current() {
+    if let Some(process) = target::current() {
         let fd = arg!(&ctx, Close, "fd") as u32;
-        in_flight::stash(
-            &caller,
-            &PendingClose {
-                process: caller.process,
-                file: FdFile::to_u32(task::fd_file(fd)),
-            },
-        );
+        in_flight::stash(&PendingClose {
+            process,
+            file: FdFile::to_u32(task::fd_file(fd)),
+        });
     }
     0
 }

@@ -53,7 +53,7 @@ impl Call for PendingCopy {
 
 /// Notes a call of `syscall` that copies the table when `copies` says so (None: unknown).
 fn enter(syscall: Syscall, copies: Option<bool>) {
-    let Some(caller) = target::current() else {
+    let Some(process) = target::current() else {
         return;
     };
     let (copies, open_files) = match copies {
@@ -61,15 +61,12 @@ fn enter(syscall: Syscall, copies: Option<bool>) {
         Some(true) => (COPIES, task::copied_size()),
         None => (MAY_COPY, task::copied_size()),
     };
-    in_flight::stash(
-        &caller,
-        &PendingCopy {
-            process: caller.process,
-            syscall,
-            copies,
-            open_files: open_files.unwrap_or(0),
-        },
-    );
+    in_flight::stash(&PendingCopy {
+        process,
+        syscall,
+        copies,
+        open_files: open_files.unwrap_or(0),
+    });
 }
 
 /// The copy's tests, once the return value (None: unknown) says whether it ran.

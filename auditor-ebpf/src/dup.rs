@@ -51,20 +51,17 @@ impl Call for PendingDup {
 }
 
 fn enter(syscall: Syscall, args: [u32; 3]) {
-    let Some(caller) = target::current() else {
+    let Some(process) = target::current() else {
         return;
     };
     let table = task::dup_table(args[0]);
-    in_flight::stash(
-        &caller,
-        &PendingDup {
-            process: caller.process,
-            dup2: u32::from(syscall == Syscall::Dup2),
-            args,
-            table_read: u32::from(table.is_some()),
-            table: table.unwrap_or_default(),
-        },
-    );
+    in_flight::stash(&PendingDup {
+        process,
+        dup2: u32::from(syscall == Syscall::Dup2),
+        args,
+        table_read: u32::from(table.is_some()),
+        table: table.unwrap_or_default(),
+    });
 }
 
 // Inlined: an `Option<i64>` takes two of a BPF call's five argument registers.

@@ -75,18 +75,15 @@ impl Call for PendingCtl {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_wait")]
 pub fn epoll_wait_enter(ctx: TracePointContext) -> u32 {
-    if let Some(caller) = target::current() {
+    if let Some(process) = target::current() {
         let timeout = Timeout::from_millis(arg!(&ctx, EpollWait, "timeout") as i32);
-        in_flight::stash(
-            &caller,
-            &PendingWait {
-                process: caller.process,
-                maxevents: arg!(&ctx, EpollWait, "maxevents") as i32,
-                events: arg!(&ctx, EpollWait, "events"),
-                prelude: timeout.prelude(),
-                timeout,
-            },
-        );
+        in_flight::stash(&PendingWait {
+            process,
+            maxevents: arg!(&ctx, EpollWait, "maxevents") as i32,
+            events: arg!(&ctx, EpollWait, "events"),
+            prelude: timeout.prelude(),
+            timeout,
+        });
     }
     0
 }
@@ -99,22 +96,19 @@ pub fn epoll_wait_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_pwait")]
 pub fn epoll_pwait_enter(ctx: TracePointContext) -> u32 {
-    if let Some(caller) = target::current() {
+    if let Some(process) = target::current() {
         let timeout = Timeout::from_millis(arg!(&ctx, EpollPwait, "timeout") as i32);
         let sigmask = args::sigmask(
             arg!(&ctx, EpollPwait, "sigmask"),
             arg!(&ctx, EpollPwait, "sigsetsize"),
         );
-        in_flight::stash(
-            &caller,
-            &PendingWait {
-                process: caller.process,
-                maxevents: arg!(&ctx, EpollPwait, "maxevents") as i32,
-                events: arg!(&ctx, EpollPwait, "events"),
-                prelude: timeout.prelude().and(sigmask),
-                timeout,
-            },
-        );
+        in_flight::stash(&PendingWait {
+            process,
+            maxevents: arg!(&ctx, EpollPwait, "maxevents") as i32,
+            events: arg!(&ctx, EpollPwait, "events"),
+            prelude: timeout.prelude().and(sigmask),
+            timeout,
+        });
     }
     0
 }
@@ -127,22 +121,19 @@ pub fn epoll_pwait_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_pwait2")]
 pub fn epoll_pwait2_enter(ctx: TracePointContext) -> u32 {
-    if let Some(caller) = target::current() {
+    if let Some(process) = target::current() {
         let timeout = args::timespec(arg!(&ctx, EpollPwait2, "timeout"));
         let sigmask = args::sigmask(
             arg!(&ctx, EpollPwait2, "sigmask"),
             arg!(&ctx, EpollPwait2, "sigsetsize"),
         );
-        in_flight::stash(
-            &caller,
-            &PendingWait {
-                process: caller.process,
-                maxevents: arg!(&ctx, EpollPwait2, "maxevents") as i32,
-                events: arg!(&ctx, EpollPwait2, "events"),
-                prelude: timeout.prelude().and(sigmask),
-                timeout,
-            },
-        );
+        in_flight::stash(&PendingWait {
+            process,
+            maxevents: arg!(&ctx, EpollPwait2, "maxevents") as i32,
+            events: arg!(&ctx, EpollPwait2, "events"),
+            prelude: timeout.prelude().and(sigmask),
+            timeout,
+        });
     }
     0
 }
@@ -173,15 +164,9 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_ctl")]
 pub fn epoll_ctl_enter(ctx: TracePointContext) -> u32 {
-    if let Some(caller) = target::current() {
+    if let Some(process) = target::current() {
         let op = arg!(&ctx, EpollCtl, "op") as i32;
-        in_flight::stash(
-            &caller,
-            &PendingCtl {
-                process: caller.process,
-                op,
-            },
-        );
+        in_flight::stash(&PendingCtl { process, op });
     }
     0
 }

@@ -11,7 +11,7 @@
 
 pub use crate::thread::Kind;
 use crate::{
-    target::{self, Caller},
+    target,
     thread::{self, RECORD_WORDS},
 };
 
@@ -23,20 +23,15 @@ pub trait Call: Copy {
     fn unfollowed(&self);
 }
 
-/// Leaves `call` of `caller` for this thread's exit program, in the thread's state that
-/// `target::current` found (made here if it found none); counts it as unfollowed when
-/// there is no memory for it.
+/// Leaves `call` for this thread's exit program; counts it as unfollowed when there is no
+/// memory for it.
 #[inline(always)]
-pub fn stash<C: Call>(caller: &Caller, call: &C) {
+pub fn stash<C: Call>(call: &C) {
     const {
         assert!(core::mem::size_of::<C>() <= RECORD_WORDS * 8);
         assert!(core::mem::align_of::<C>() <= 8);
     }
-    let slot = if caller.thread.is_null() {
-        thread::current(true)
-    } else {
-        caller.thread
-    };
+    let slot = thread::current(true);
     if slot.is_null() {
         call.unfollowed();
         return;

@@ -89,23 +89,20 @@ pub fn poll_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_ppoll")]
 pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
-    if let Some(caller) = target::current() {
+    if let Some(process) = target::current() {
         let timeout = args::timespec(arg!(&ctx, Ppoll, "tsp"));
         let sigmask = args::sigmask(
             arg!(&ctx, Ppoll, "sigmask"),
             arg!(&ctx, Ppoll, "sigsetsize"),
         );
-        in_flight::stash(
-            &caller,
-            &PendingPoll {
-                process: caller.process,
-                syscall: Syscall::Ppoll,
-                nfds: poll::nfds_from_arg(arg!(&ctx, Ppoll, "nfds")),
-                ufds: arg!(&ctx, Ppoll, "ufds"),
-                prelude: timeout.prelude().and(sigmask),
-                timeout,
-            },
-        );
+        in_flight::stash(&PendingPoll {
+            process,
+            syscall: Syscall::Ppoll,
+            nfds: poll::nfds_from_arg(arg!(&ctx, Ppoll, "nfds")),
+            ufds: arg!(&ctx, Ppoll, "ufds"),
+            prelude: timeout.prelude().and(sigmask),
+            timeout,
+        });
     }
     0
 }
@@ -167,7 +164,7 @@ fn count(pending: &PendingPoll, ret: i64) {
 /// entry program a poll costs one program run, not two, and a call in flight when the
 /// session began is counted whole.
 fn poll_at_exit() -> Option<PendingPoll> {
-    let process = target::current_handed_over()?.process;
+    let process = target::current_handed_over()?;
     let registers = Registers::current();
     Some(PendingPoll {
         process,

@@ -22,8 +22,7 @@ use crate::{
     in_flight::{self, Call, Kind},
     tally,
     tally::Row,
-    target::{self, Caller},
-    task,
+    target, task,
 };
 
 /// A select or pselect6 in flight.
@@ -72,7 +71,7 @@ struct Entry {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_select")]
 pub fn select_enter(ctx: TracePointContext) -> u32 {
-    if let Some(caller) = target::current() {
+    if let Some(process) = target::current() {
         let timeout = args::timeval(arg!(&ctx, Select, "tvp"));
         let entry = Entry {
             n: arg!(&ctx, Select, "n"),
@@ -84,7 +83,7 @@ pub fn select_enter(ctx: TracePointContext) -> u32 {
             timeout,
             prelude: timeout.prelude(),
         };
-        enter(&caller, &entry);
+        enter(&process, &entry);
     }
     0
 }
@@ -97,7 +96,7 @@ pub fn select_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pselect6")]
 pub fn pselect6_enter(ctx: TracePointContext) -> u32 {
-    if let Some(caller) = target::current() {
+    if let Some(process) = target::current() {
         let timeout = args::timespec(arg!(&ctx, Pselect6, "tsp"));
         // `sig` points to `{ const sigset_t *ss; size_t ss_len; }`.
         let sigmask = sigmask_prelude(arg!(&ctx, Pselect6, "sig"));
@@ -111,7 +110,7 @@ pub fn pselect6_enter(ctx: TracePointContext) -> u32 {
             timeout,
             prelude: sigmask.and(timeout.prelude()),
         };
-        enter(&caller, &entry);
+        enter(&process, &entry);
     }
     0
 }
@@ -133,7 +132,7 @@ fn sigmask_prelude(argpack: u64) -> Prelude {
     }
 }
 
-fn enter(caller: &Caller, entry: &Entry) {
+fn enter(process: &ProcessKey, entry: &Entry) {
     let n = select::n_from_arg(entry.n);
     let max_fds = task::max_fds().unwrap_or(0);
     let scan = if n >= 0 && max_fds != 0 {
@@ -141,18 +140,15 @@ fn enter(caller: &Caller, entry: &Entry) {
     } else {
         None
     };
-    in_flight::stash(
-        caller,
-        &PendingSelect {
-            process: caller.process,
-            max_fds,
-            n: entry.n,
-            prelude: entry.prelude,
-            timeout: entry.timeout,
-            sets_read: u32::from(scan.is_some()),
-            scan: scan.unwrap_or_default(),
-        },
-    );
+    in_flight::stash(&PendingSelect {
+        process: *process,
+        max_fds,
+        n: entry.n,
+        prelude: entry.prelude,
+        timeout: entry.timeout,
+        sets_read: u32::from(scan.is_some()),
+        scan: scan.unwrap_or_default(),
+    });
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {

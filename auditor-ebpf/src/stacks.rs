@@ -166,14 +166,11 @@ fn mapping_enter(changes: bool, kind: u32) -> u32 {
     if global(&STACKS_ON) == 0 || !changes {
         return 0;
     }
-    if let Some(caller) = target::current() {
-        in_flight::stash(
-            &caller,
-            &MappingCall {
-                pid: caller.process.pid,
-                kind,
-            },
-        );
+    if let Some(process) = target::current() {
+        in_flight::stash(&MappingCall {
+            pid: process.pid,
+            kind,
+        });
     }
     0
 }

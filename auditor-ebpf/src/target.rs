@@ -17,7 +17,7 @@ use aya_ebpf::{
 
 use crate::{
     task,
-    thread::{self, Decided, Thread},
+    thread::{self, Decided},
 };
 
 #[unsafe(no_mangle)]
@@ -137,18 +137,9 @@ fn current_tgid() -> u32 {
     (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32
 }
 
-/// A counted call's maker: its process, and its thread's state where [`current`] found or
-/// made it (else null), so that an entry program leaves its call in flight there
-/// (`in_flight::stash`) without asking the kernel for the thread's state a second time.
-#[derive(Clone, Copy)]
-pub struct Caller {
-    pub process: ProcessKey,
-    pub thread: *mut Thread,
-}
-
-/// The maker of the current call, if its calls are counted: for a process of the target,
-/// one lookup; for any other, one load (`may_count`).
-pub fn current() -> Option<Caller> {
+/// The process making the current call, if its calls are counted: for a process of the
+/// target, one lookup; for any other, one load (`may_count`).
+pub fn current() -> Option<ProcessKey> {
     if !may_count() {
         return None;
     }
@@ -161,7 +152,7 @@ pub fn current() -> Option<Caller> {
 /// A thread of a counted process keeps its process in its own state, with the generation
 /// of `TRACED` it was decided in: while no program has changed `TRACED` since, its calls
 /// find their process there, without a lookup of `TRACED`.
-pub fn current_handed_over() -> Option<Caller> {
+pub fn current_handed_over() -> Option<ProcessKey> {
     if empty_programs() || stopped() {
         return None;
     }
@@ -172,38 +163,28 @@ pub fn current_handed_over() -> Option<Caller> {
         // SAFETY: the thread's own state, valid for this program run (see `thread`).
         let decided = unsafe { (*slot).decided };
         if decided.generation == generation && decided.process.pid == pid {
-            return Some(Caller {
-                process: decided.process,
-                thread: slot,
-            });
+            return Some(decided.process);
         }
     }
     let (process, lasting) = decide(pid)?;
-    if !lasting {
-        return Some(Caller {
-            process,
-            thread: slot,
-        });
-    }
-    let slot = if slot.is_null() {
-        thread::current(true)
-    } else {
-        slot
-    };
-    if !slot.is_null() {
-        // SAFETY: as above.
-        unsafe {
-            (*slot).decided = Decided {
-                process,
-                _pad: 0,
-                generation,
-            }
+    if lasting {
+        let slot = if slot.is_null() {
+            thread::current(true)
+        } else {
+            slot
         };
+        if !slot.is_null() {
+            // SAFETY: as above.
+            unsafe {
+                (*slot).decided = Decided {
+                    process,
+                    _pad: 0,
+                    generation,
+                }
+            };
+        }
     }
-    Some(Caller {
-        process,
-        thread: slot,
-    })
+    Some(process)
 }
 
 /// Whether the current process may be counted: false only when it surely is not, from its
@@ -343,7 +324,7 @@ pub fn process_exec(ctx: &TracePointContext, exec_of: &mut u32) -> Result<(), u3
     {
         trace_process(target, comm);
     }
-    if let Some(Caller { process, .. }) = current() {
+    if let Some(process) = current() {
         if note_exe(ctx, process).is_none() {
             crate::failures::failed(failure::EXEC_FILENAME);
         }
