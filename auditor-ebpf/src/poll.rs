@@ -182,8 +182,8 @@ const SMALL: usize = 8;
 /// The scan of an array of at most `SMALL` entries, read in one helper call onto the
 /// stack: no loop helper, no map lookup. The entries past nfds stay zero, which the word
 /// sums (`poll::words`) count as neither negative nor closed, so every entry is summed
-/// without a branch, both sums at once. None for a larger array, or one not wholly readable (the walk then reads it
-/// entry by entry).
+/// without a branch, both sums at once. None for a larger array, or one not wholly
+/// readable (the walk then reads it entry by entry).
 fn read_small(ufds: u64, nfds: u32) -> Option<EntryScan> {
     if nfds as usize > SMALL {
         return None;
@@ -240,7 +240,7 @@ struct Walk {
     bits: u64,
     summed: u64,
     /// The entries read, each as the word `PollFd::word` says it is (summed a word at a
-    /// time: `count_entries`).
+    /// time: `walk_chunk`).
     entries: [u64; READ],
 }
 
