@@ -236,13 +236,36 @@ pub struct ProcessKey {
     pub comm: [u8; COMM_LEN],
 }
 
-/// The key of the row in `maps::SPILL` of the counts that found no row of their process
-/// (the table was full, or the spill): no process has this pid. The loader makes the row
-/// before the probe attaches, so it is always there.
+/// The key of the row of counts that found no row of their process (the table was full,
+/// or the spill): no process has this pid. The loader writes it as the key of
+/// `slots::UNATTRIBUTED` before the probe attaches.
 pub const UNATTRIBUTED_ROW: ProcessKey = ProcessKey {
     pid: u32::MAX,
     comm: [0; COMM_LEN],
 };
+
+/// The preallocated rows of counts in `maps::ROWS`, by slot. A process keeps its slot for
+/// the session (`maps::ROW_SLOTS`), and its threads keep it in their state with their
+/// decided process, so that a call finds its row by index, without hashing a key.
+pub mod slots {
+    use core::ops::Range;
+
+    /// The row of counts that found no row of their process ([`crate::UNATTRIBUTED_ROW`]).
+    pub const UNATTRIBUTED: u32 = 0;
+    /// The rows of the first processes the probe decides to count, from their first
+    /// counted call; later processes have their rows in `maps::COUNTS`.
+    pub const FIRST: Range<u32> = 1..1 + FIRST_ROWS;
+    pub const FIRST_ROWS: u32 = 256;
+    /// The rows of the processes whose row in `maps::COUNTS` the kernel could not allocate
+    /// when they needed it (its allocator for per-CPU values refills later, so a burst of
+    /// new processes can drain it).
+    pub const SPILL: Range<u32> = FIRST.end..FIRST.end + SPILL_ROWS;
+    pub const SPILL_ROWS: u32 = 1024;
+    /// Entries of `maps::ROWS` and `maps::ROW_KEYS`.
+    pub const COUNT: u32 = SPILL.end;
+    /// No slot: the process's row is in `maps::COUNTS`, by key.
+    pub const NONE: u32 = u32::MAX;
+}
 
 /// Names of the probe's load-time globals, set by the loader with `override_global`.
 pub mod globals {
@@ -358,11 +381,10 @@ pub mod shared {
 pub mod row_miss {
     /// The table was full (`maps::COUNTS_CAPACITY` rows): the counts went unattributed.
     pub const TABLE_FULL: u32 = 0;
-    /// The kernel had no memory for a new row at that moment (its allocator for per-CPU
-    /// values refills later, so a burst of new processes can drain it): the counts went to
-    /// the process's row in the preallocated `maps::SPILL`.
+    /// The kernel had no memory for a new row at that moment: the counts went to the
+    /// process's row in `crate::slots::SPILL`.
     pub const SPILLED: u32 = 1;
-    /// As `SPILLED`, with the spill full too: the counts went unattributed.
+    /// As `SPILLED`, with every spill slot taken: the counts went unattributed.
     pub const SPILL_FULL: u32 = 2;
     pub const COUNT: usize = 3;
 }
@@ -372,14 +394,17 @@ pub mod maps {
     pub const COUNTS: &str = "COUNTS";
     /// The program array of the [`crate::shared`] programs.
     pub const SHARED: &str = "SHARED";
-    /// Preallocated rows for the processes whose row in `COUNTS` the kernel could not
-    /// allocate when they needed it (the loader adds them to the process's row), and the
-    /// row of counts that found no row of their process ([`crate::UNATTRIBUTED_ROW`]).
-    /// One map for both: a row is then a value of one of two maps, as the verifier sees
-    /// it, and each map a row may come from has it walk the rest of every program again.
-    pub const SPILL: &str = "SPILL";
-    /// Entries of `SPILL`: 1024 processes' rows and the unattributed row.
-    pub const SPILL_CAPACITY: u32 = 1024 + 1;
+    /// The preallocated rows of counts, per CPU, by [`crate::slots`] slot.
+    pub const ROWS: &str = "ROWS";
+    /// The key of each slot's row in `ROWS` (zeros: a slot not taken).
+    pub const ROW_KEYS: &str = "ROW_KEYS";
+    /// The slot of each process that has one, by key (preallocated: a process whose row
+    /// the allocator could not make needs it then).
+    pub const ROW_SLOTS: &str = "ROW_SLOTS";
+    /// The free slots of `slots::FIRST` and of `slots::SPILL`: queues the loader fills, from
+    /// which the probe takes a slot (a pop is atomic, where this target has no atomic add).
+    pub const FIRST_SLOTS: &str = "FIRST_SLOTS";
+    pub const SPILL_SLOTS: &str = "SPILL_SLOTS";
     /// Per-CPU u64 counters, indexed by `row_miss`.
     pub const ROW_MISSES: &str = "ROW_MISSES";
     pub const CALLS: &str = "CALLS";

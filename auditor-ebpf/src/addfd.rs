@@ -3,7 +3,7 @@
 //! ioctl returns at entry, uncounted.
 
 use auditor_common::{
-    ProcessKey, Syscall,
+    Syscall,
     addfd::{self, AddFdCall, NotifAddFd},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -11,6 +11,7 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
+    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -20,7 +21,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingAddFd {
-    process: ProcessKey,
+    process: Counted,
     /// 1 when `addfd` could be read.
     read: u32,
     addfd: NotifAddFd,

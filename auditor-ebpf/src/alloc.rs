@@ -8,7 +8,7 @@
 //! by build.rs; those that read their own arguments are written here.
 
 use auditor_common::{
-    ProcessKey, Syscall, errno,
+    Syscall, errno,
     fd::{self, AllocStart},
     open, shared,
     syscalls::{Allocator, Asks, FdPrepare, PairAllocator},
@@ -18,6 +18,7 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
+    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -27,7 +28,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingAlloc {
-    process: ProcessKey,
+    process: Counted,
     table: AllocStart,
     /// An `Allocator` as u32.
     allocator: u32,
@@ -170,7 +171,7 @@ macro_rules! enter_pair {
 /// What an allocating syscall's entry knows.
 struct Allocation {
     /// The traced process making the call.
-    process: ProcessKey,
+    process: Counted,
     syscall: Syscall,
     allocator: u32,
     prepares: FdPrepare,

@@ -3,7 +3,7 @@
 //! a close finds its row of counts once and its process once.
 
 use auditor_common::{
-    ProcessKey, Syscall, close,
+    Syscall, close,
     fd::{self, FdFile},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -11,6 +11,7 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, exit_ret,
     in_flight::{self, Call, Kind},
+    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -20,7 +21,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingClose {
-    process: ProcessKey,
+    process: Counted,
     /// The file, as `FdFile::to_u32` writes it.
     file: u32,
 }

@@ -6,7 +6,7 @@
 //! whether it ran.
 
 use auditor_common::{
-    ProcessKey, Syscall,
+    Syscall,
     fd::{self, CopyOutcome},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -14,6 +14,7 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
+    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -32,7 +33,7 @@ const MAY_COPY: u32 = 2;
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingCopy {
-    process: ProcessKey,
+    process: Counted,
     syscall: Syscall,
     /// `NO_COPY`, `COPIES` or `MAY_COPY`.
     copies: u32,

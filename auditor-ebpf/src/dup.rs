@@ -2,7 +2,7 @@
 //! read at entry (RLIMIT_NOFILE, max_fds, whether oldfd is open) and the return value.
 
 use auditor_common::{
-    ProcessKey, Syscall,
+    Syscall,
     dup::{self, DupCall, DupTable},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -10,6 +10,7 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, exit_ret,
     in_flight::{self, Call, Kind},
+    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -19,7 +20,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingDup {
-    process: ProcessKey,
+    process: Counted,
     /// 1 for dup2 (its corner case first), 0 for dup3.
     dup2: u32,
     /// oldfd, newfd, flags.

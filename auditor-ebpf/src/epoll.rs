@@ -2,7 +2,7 @@
 //! a call (its arguments at entry, its return value at exit).
 
 use auditor_common::{
-    ProcessKey, Syscall, UNFOLLOWED_RETURN,
+    Syscall, UNFOLLOWED_RETURN,
     epoll::{self, EpollCtlCall, EpollWaitCall},
     prelude::{Prelude, Timeout},
 };
@@ -11,6 +11,7 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
+    rows::Counted,
     tally,
     tally::Row,
     target,
@@ -20,7 +21,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingWait {
-    process: ProcessKey,
+    process: Counted,
     maxevents: i32,
     /// The events buffer.
     events: u64,
@@ -51,7 +52,7 @@ impl Call for PendingWait {
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingCtl {
-    process: ProcessKey,
+    process: Counted,
     op: i32,
 }
 

@@ -21,6 +21,7 @@ mod failures;
 mod fget;
 mod in_flight;
 mod poll;
+mod rows;
 mod select;
 mod stacks;
 mod tally;

@@ -11,7 +11,7 @@
 //! cannot be read are counted as unreadable.
 
 use auditor_common::{
-    ProcessKey, Syscall, UNFOLLOWED_RETURN,
+    Syscall, UNFOLLOWED_RETURN,
     poll::{self, EntryScan, POLLFD_SIZE, PollCall, PollFd, words},
     prelude::{Prelude, Timeout},
     shared,
@@ -29,6 +29,7 @@ use crate::{
     args::{self, Registers, exit_arg},
     exit_record,
     in_flight::{self, Call, Kind},
+    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -38,7 +39,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingPoll {
-    process: ProcessKey,
+    process: Counted,
     syscall: Syscall,
     nfds: u32,
     /// The pollfd array.

@@ -5,7 +5,7 @@
 //! `do_select` will, in bulk); exit adds the return value and runs the model.
 
 use auditor_common::{
-    ProcessKey, Syscall, UNFOLLOWED_RETURN,
+    Syscall, UNFOLLOWED_RETURN,
     prelude::{Prelude, Timeout},
     select::{self, SelectCall, SetScan},
 };
@@ -20,6 +20,7 @@ use aya_ebpf::{
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
+    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -29,7 +30,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingSelect {
-    process: ProcessKey,
+    process: Counted,
     /// The table's `max_fds` at entry (core_sys_select reads it once); 0: unreadable.
     max_fds: u32,
     n: u64,
@@ -132,7 +133,7 @@ fn sigmask_prelude(argpack: u64) -> Prelude {
     }
 }
 
-fn enter(process: &ProcessKey, entry: &Entry) {
+fn enter(process: &Counted, entry: &Entry) {
     let n = select::n_from_arg(entry.n);
     let max_fds = task::max_fds().unwrap_or(0);
     let scan = if n >= 0 && max_fds != 0 {

@@ -168,7 +168,7 @@ fn mapping_enter(changes: bool, kind: u32) -> u32 {
     }
     if let Some(process) = target::current() {
         in_flight::stash(&MappingCall {
-            pid: process.pid,
+            pid: process.key.pid,
             kind,
         });
     }

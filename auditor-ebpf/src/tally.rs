@@ -1,12 +1,16 @@
-//! The probe's counters: a row of every site's counts per (process, name) in a per-CPU
-//! hash, found once per call; preallocated rows for processes whose row the kernel could
-//! not allocate in time; one row for counts that found no room anywhere; and calls per
-//! syscall.
+//! The probe's counters: a row of every site's counts per (process, name), found once per
+//! call: by slot for the processes that keep one (`rows`), else by key in a per-CPU hash;
+//! rows of the spill for processes whose row the kernel could not allocate in time; one
+//! row for counts that found no room anywhere; and calls per syscall.
 
-use crate::{failures::increment, stacks};
+use crate::{
+    failures::increment,
+    rows::{self, Counted},
+    stacks,
+};
 use auditor_common::{
-    Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, UNATTRIBUTED_ROW,
-    catalogue::Recorder, maps, row_miss, stacks::RareSites,
+    Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, catalogue::Recorder,
+    maps, row_miss, slots, stacks::RareSites,
 };
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
@@ -14,21 +18,13 @@ use aya_ebpf::{
     maps::{Array, PerCpuArray, PerCpuHashMap},
 };
 
-/// Rows are allocated as processes first make a counted call: a session that counts a few
-/// processes holds a few rows, not the capacity.
+/// The rows of processes that have no slot, allocated as they first make a counted call:
+/// a session that counts many processes holds their rows, not the capacity.
 #[map]
 static COUNTS: PerCpuHashMap<ProcessKey, SiteCounts> =
     PerCpuHashMap::with_max_entries(maps::COUNTS_CAPACITY, BPF_F_NO_PREALLOC);
 
-/// Rows of the processes whose row the kernel could not allocate in `COUNTS` when they
-/// needed one: preallocated, so that a row is made whenever the table has room; and the
-/// row of counts that found no row anywhere, `UNATTRIBUTED_ROW` (still exact per site,
-/// only not per process).
-#[map]
-static SPILL: PerCpuHashMap<ProcessKey, SiteCounts> =
-    PerCpuHashMap::with_max_entries(maps::SPILL_CAPACITY, 0);
-
-/// Why calls' counts went elsewhere than their row in `COUNTS`, per `row_miss` kind.
+/// Why calls' counts went elsewhere than their process's own row, per `row_miss` kind.
 #[map]
 static ROW_MISSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(row_miss::COUNT as u32, 0);
 
@@ -43,34 +39,36 @@ static CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SYSCALL_COUNT as 
 /// What a map update returns when the map holds its maximum of entries.
 const E2BIG: i32 = 7;
 
-/// This CPU's copy of the row `process`'s counts go to (see [`Row::of`]).
+/// This CPU's copy of the row `process`'s counts go to (see [`Row::of`]). A row is a value
+/// of `rows::ROWS` or of `COUNTS`, and of no third map: the verifier walks the rest of
+/// every program once for each map a row may come from.
 #[inline(always)]
-fn row_of(process: &ProcessKey) -> Option<*mut SiteCounts> {
-    if let Some(counts) = COUNTS.get_ptr_mut(process) {
+fn row_of(process: &Counted) -> Option<*mut SiteCounts> {
+    if let Some(counts) = rows::row(process.slot) {
+        return Some(counts);
+    }
+    let key = &process.key;
+    if let Some(counts) = COUNTS.get_ptr_mut(key) {
         return Some(counts);
     }
     // A new row holds zeros on every CPU. EEXIST means another CPU created it meanwhile.
     let zero = ZERO_ROW.get(0)?;
-    let made = COUNTS.insert(process, zero, u64::from(BPF_NOEXIST));
-    if let Some(counts) = COUNTS.get_ptr_mut(process) {
+    let made = COUNTS.insert(key, zero, u64::from(BPF_NOEXIST));
+    if let Some(counts) = COUNTS.get_ptr_mut(key) {
         return Some(counts);
     }
     let miss = if made == Err(-E2BIG) {
         row_miss::TABLE_FULL
-    } else {
+    } else if let Some(slot) = rows::spill_slot(key) {
         // No memory for the row now; the next call tries again, and this one's counts go
-        // to the process's preallocated row in the spill.
-        if SPILL.get_ptr_mut(process).is_none() {
-            let _ = SPILL.insert(process, zero, u64::from(BPF_NOEXIST));
-        }
-        if let Some(counts) = SPILL.get_ptr_mut(process) {
-            increment(&ROW_MISSES, row_miss::SPILLED);
-            return Some(counts);
-        }
+        // to the process's row in the spill.
+        increment(&ROW_MISSES, row_miss::SPILLED);
+        return rows::row(slot);
+    } else {
         row_miss::SPILL_FULL
     };
     increment(&ROW_MISSES, miss);
-    SPILL.get_ptr_mut(UNATTRIBUTED_ROW)
+    rows::row(slots::UNATTRIBUTED)
 }
 
 /// This CPU's row of one process's counts, for the length of one program run.
@@ -90,13 +88,13 @@ impl Drop for Row {
 }
 
 impl Row {
-    /// The row of `process` (created on its first counted call); its row in the spill
-    /// when the kernel could not allocate one; the unattributed row when the table (or
+    /// The row of `process`: in its slot, or by key (created on its first counted call);
+    /// its row in the spill when the kernel could not allocate one; the unattributed row when the table (or
     /// the spill) is full. None only if the maps are missing, which cannot happen.
-    pub fn of(process: &ProcessKey) -> Option<Row> {
+    pub fn of(process: &Counted) -> Option<Row> {
         Some(Row {
             counts: row_of(process)?,
-            process: *process,
+            process: process.key,
             rare_sites: stacks::begin_call(),
         })
     }

@@ -6,7 +6,9 @@
 //! entry leaves when its thread group has exited, before the kernel can give the pid to
 //! another process, so a reused pid is never counted as the target's.
 
-use auditor_common::{COMM_LEN, EXE_LEN, ProcessKey, Traced, comm_match, failure, maps, traced};
+use auditor_common::{
+    COMM_LEN, EXE_LEN, ProcessKey, Traced, comm_match, failure, maps, slots, traced,
+};
 use aya_ebpf::{
     EbpfContext,
     bindings::BPF_F_NO_PREALLOC,
@@ -16,6 +18,7 @@ use aya_ebpf::{
 };
 
 use crate::{
+    rows::{self, Counted},
     task,
     thread::{self, Decided},
 };
@@ -139,7 +142,7 @@ fn current_tgid() -> u32 {
 
 /// The process making the current call, if its calls are counted: for a process of the
 /// target, one lookup; for any other, one load (`may_count`).
-pub fn current() -> Option<ProcessKey> {
+pub fn current() -> Option<Counted> {
     if !may_count() {
         return None;
     }
@@ -151,38 +154,45 @@ pub fn current() -> Option<ProcessKey> {
 ///
 /// A thread of a counted process keeps its process in its own state, with the generation
 /// of `TRACED` it was decided in: while no program has changed `TRACED` since, its calls
-/// find their process there, without a lookup of `TRACED`.
-pub fn current_handed_over() -> Option<ProcessKey> {
+/// find their process there, without a lookup of `TRACED`, and with their row's slot.
+pub fn current_handed_over() -> Option<Counted> {
     if empty_programs() || stopped() {
         return None;
     }
     let generation = generation();
     let pid = current_tgid();
-    let slot = thread::current(false);
-    if !slot.is_null() {
+    let state = thread::current(false);
+    if !state.is_null() {
         // SAFETY: the thread's own state, valid for this program run (see `thread`).
-        let decided = unsafe { (*slot).decided };
-        if decided.generation == generation && decided.process.pid == pid {
+        let decided = unsafe { (*state).decided };
+        if decided.generation == generation && decided.process.key.pid == pid {
             return Some(decided.process);
         }
     }
-    let (process, lasting) = decide(pid)?;
-    if lasting {
-        let slot = if slot.is_null() {
-            thread::current(true)
-        } else {
-            slot
+    let (key, lasting) = decide(pid)?;
+    if !lasting {
+        return Some(Counted {
+            key,
+            slot: slots::NONE,
+        });
+    }
+    let process = Counted {
+        key,
+        slot: rows::first_slot(&key),
+    };
+    let state = if state.is_null() {
+        thread::current(true)
+    } else {
+        state
+    };
+    if !state.is_null() {
+        // SAFETY: as above.
+        unsafe {
+            (*state).decided = Decided {
+                process,
+                generation,
+            }
         };
-        if !slot.is_null() {
-            // SAFETY: as above.
-            unsafe {
-                (*slot).decided = Decided {
-                    process,
-                    _pad: 0,
-                    generation,
-                }
-            };
-        }
     }
     Some(process)
 }
@@ -325,10 +335,10 @@ pub fn process_exec(ctx: &TracePointContext, exec_of: &mut u32) -> Result<(), u3
         trace_process(target, comm);
     }
     if let Some(process) = current() {
-        if note_exe(ctx, process).is_none() {
+        if note_exe(ctx, process.key).is_none() {
             crate::failures::failed(failure::EXEC_FILENAME);
         }
-        *exec_of = process.pid;
+        *exec_of = process.key.pid;
     }
     let offset = global(&EXEC_OLD_PID_OFFSET) as usize;
     // SAFETY: the loader read the offset of old_pid from this kernel's format file.

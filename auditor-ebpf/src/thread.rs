@@ -2,7 +2,8 @@
 //! (`in_flight`). The kernel makes a thread's state at its first followed call and frees
 //! it with the task, so no program forgets threads, and finding it costs no hash lookup.
 
-use auditor_common::{ProcessKey, maps};
+use crate::rows::Counted;
+use auditor_common::maps;
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_LOCAL_STORAGE_GET_F_CREATE, bpf_map_type},
     helpers::generated::{bpf_get_current_task_btf, bpf_task_storage_get},
@@ -31,12 +32,12 @@ pub enum Kind {
 pub const RECORD_WORDS: usize =
     (maps::THREAD_STATE_BYTES - core::mem::size_of::<Decided>() - 8) / 8;
 
-/// The thread's process as `target` last decided it, and in which generation of `TRACED`.
+/// The thread's process as `target` last decided it (with its row's slot), and in which
+/// generation of `TRACED`.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Decided {
-    pub process: ProcessKey,
-    pub _pad: u32,
+    pub process: Counted,
     pub generation: u64,
 }
 

@@ -207,16 +207,18 @@ fn memory_paragraph(cpus: usize, [plain, stacks]: [auditor::source::ebpf::MapMem
         "Memory fixed for a session, as the kernel accounts it to the probe's {} maps once \
          loaded (their `memlock`), on a machine of {cpus} CPUs: {} in maps of one copy and {} \
          in per-CPU maps without `--stacks`; {} and {} with it (its ring buffer of {} MiB and \
-         its sampling tables are made only then). Each traced process adds its row of \
-         counts, {} bytes per CPU, as it first makes a counted call, and each of its \
-         threads {} bytes in the thread's own storage (its process as last decided, and its \
-         call in flight), which the kernel frees with the thread.",
+         its sampling tables are made only then). Each traced process past the first {} \
+         (whose rows are preallocated, with the spill's) adds its row of counts, {} bytes \
+         per CPU, as it first makes a counted call, and each of its threads {} bytes in the \
+         thread's own storage (its process as last decided, and its call in flight), which \
+         the kernel frees with the thread.",
         plain.maps,
         mb(plain.shared),
         mb(plain.per_cpu_maps),
         mb(stacks.shared),
         mb(stacks.per_cpu_maps),
         auditor_common::stacks::RING_BYTES >> 20,
+        auditor_common::slots::FIRST_ROWS,
         std::mem::size_of::<auditor_common::SiteCounts>(),
         auditor_common::maps::THREAD_STATE_BYTES,
     );
@@ -253,7 +255,8 @@ fn the_readmes_memory_is_the_maps_as_loaded() {
         "{}\nagainst\n{measured}",
         &readme[start..end]
     );
-    // [maps, cpus, shared, per-CPU, shared with stacks, per-CPU with stacks, MiB, row]
+    // [maps, cpus, shared, per-CPU, shared with stacks, per-CPU with stacks, MiB, first
+    // rows, row, thread]
     let (said_cpus, now_cpus) = (said[1], now[1]);
     for (index, (said, now)) in said.iter().zip(&now).enumerate() {
         let (said, now) = match index {

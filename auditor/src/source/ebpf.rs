@@ -8,12 +8,12 @@ use std::{
 
 use auditor_common::{
     COMM_LEN, Counts, EXE_LEN, ProcessKey, SITE_COUNT, Site, SiteCounts, Syscall, TaskOffsets,
-    Traced, UNATTRIBUTED_ROW, comm_match, failure, globals, maps, row_miss, shared, stacks,
+    Traced, UNATTRIBUTED_ROW, comm_match, failure, globals, maps, row_miss, shared, slots, stacks,
     syscalls::SYSCALLS, traced,
 };
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, ProgramArray, RingBuf},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, ProgramArray, Queue, RingBuf},
     programs::{ProgramError, TracePoint, trace_point::TracePointLinkId},
 };
 
@@ -181,6 +181,9 @@ pub fn observation(target: String, elapsed: Duration, tally: Tally) -> Observati
     }
 }
 
+/// The processes that can have a row of counts: by slot, then by key.
+const ROWS_CAPACITY: u32 = slots::FIRST_ROWS + maps::COUNTS_CAPACITY;
+
 /// What the probe missed: runs the kernel skipped, counts with no row of their process
 /// (`row_misses` says why).
 fn missed_notes<'a>(
@@ -196,17 +199,17 @@ fn missed_notes<'a>(
     });
     let [table_full, _, spill_full] = row_misses.map(|count| count > 0);
     let why = match (table_full, spill_full) {
-        (true, false) => format!("the table of rows was full: {} rows", maps::COUNTS_CAPACITY),
+        (true, false) => format!("the table of rows was full: {} rows", ROWS_CAPACITY),
         (false, true) => format!(
             "the kernel had no memory for their rows at the time, and the {} preallocated \
              rows for that were taken",
-            maps::SPILL_CAPACITY
+            slots::SPILL_ROWS
         ),
         (true, true) => format!(
             "the table of rows was full ({} rows), or the kernel had no memory for their \
              rows and the {} preallocated for that were taken",
-            maps::COUNTS_CAPACITY,
-            maps::SPILL_CAPACITY
+            ROWS_CAPACITY,
+            slots::SPILL_ROWS
         ),
         (false, false) => "no row of their process could be made".to_string(),
     };
@@ -437,19 +440,26 @@ impl Probe {
                 .map_err(|e| map_error(maps::MAYBE_TRACED, e))?;
         }
         {
-            // The unattributed row is there before any program runs.
-            let mut spill: PerCpuHashMap<_, ProcessKey, SiteCounts> = PerCpuHashMap::try_from(
-                ebpf.map_mut(maps::SPILL)
-                    .ok_or(Error::Probe(maps::SPILL.into()))?,
+            // The unattributed row has its key before any program runs, and every other
+            // slot is free.
+            let mut keys: Array<_, ProcessKey> = Array::try_from(
+                ebpf.map_mut(maps::ROW_KEYS)
+                    .ok_or(Error::Probe(maps::ROW_KEYS.into()))?,
             )
-            .map_err(|e| map_error(maps::SPILL, e))?;
-            let cpus = aya::util::nr_cpus()
-                .map_err(|(_, e)| Error::Probe(format!("counting the CPUs: {e}")))?;
-            let zeros = aya::maps::PerCpuValues::try_from(vec![SiteCounts::ZERO; cpus])
-                .map_err(|e| map_error(maps::SPILL, e))?;
-            spill
-                .insert(UNATTRIBUTED_ROW, zeros, 0)
-                .map_err(|e| map_error(maps::SPILL, e))?;
+            .map_err(|e| map_error(maps::ROW_KEYS, e))?;
+            keys.set(slots::UNATTRIBUTED, UNATTRIBUTED_ROW, 0)
+                .map_err(|e| map_error(maps::ROW_KEYS, e))?;
+            for (name, free) in [
+                (maps::FIRST_SLOTS, slots::FIRST),
+                (maps::SPILL_SLOTS, slots::SPILL),
+            ] {
+                let mut queue: Queue<_, u32> =
+                    Queue::try_from(ebpf.map_mut(name).ok_or(Error::Probe(name.into()))?)
+                        .map_err(|e| map_error(name, e))?;
+                for slot in free {
+                    queue.push(slot, 0).map_err(|e| map_error(name, e))?;
+                }
+            }
         }
         {
             let mut comms: HashMap<_, [u8; COMM_LEN], u32> = HashMap::try_from(
@@ -708,22 +718,37 @@ impl Probe {
                 .ok_or_else(|| map_error(name, "missing"))
         };
 
-        // A process's counts are in its row, and in its row of the spill if the kernel
-        // could not allocate the first in time.
-        for name in [maps::COUNTS, maps::SPILL] {
-            let rows: PerCpuHashMap<&MapData, ProcessKey, SiteCounts> =
-                PerCpuHashMap::try_from(map(name)?).map_err(|e| map_error(name, e))?;
-            for entry in rows.iter() {
-                let (key, per_cpu) = entry.map_err(|e| map_error(name, e))?;
-                for site in Site::ALL {
-                    let sum = site_sum(per_cpu.iter(), site);
-                    if key == UNATTRIBUTED_ROW {
-                        tally.add_unattributed(site, &sum);
-                    } else if sum.total() > 0 {
-                        tally.add(process(&key), site, &sum);
-                    }
+        // A process's counts are in its row by slot or by key, and in its row of the spill
+        // if the kernel could not allocate the one by key in time.
+        let mut add_row = |key: ProcessKey, per_cpu: &[SiteCounts]| {
+            for site in Site::ALL {
+                let sum = site_sum(per_cpu.iter(), site);
+                if key == UNATTRIBUTED_ROW {
+                    tally.add_unattributed(site, &sum);
+                } else if sum.total() > 0 {
+                    tally.add(process(&key), site, &sum);
                 }
             }
+        };
+        let keys: Array<&MapData, ProcessKey> =
+            Array::try_from(map(maps::ROW_KEYS)?).map_err(|e| map_error(maps::ROW_KEYS, e))?;
+        let rows: PerCpuArray<&MapData, SiteCounts> =
+            PerCpuArray::try_from(map(maps::ROWS)?).map_err(|e| map_error(maps::ROWS, e))?;
+        // A slot's key is written before any count goes to its row.
+        for slot in 0..slots::COUNT {
+            let key = keys
+                .get(&slot, 0)
+                .map_err(|e| map_error(maps::ROW_KEYS, e))?;
+            if key != NO_KEY {
+                let per_cpu = rows.get(&slot, 0).map_err(|e| map_error(maps::ROWS, e))?;
+                add_row(key, &per_cpu);
+            }
+        }
+        let by_key: PerCpuHashMap<&MapData, ProcessKey, SiteCounts> =
+            PerCpuHashMap::try_from(map(maps::COUNTS)?).map_err(|e| map_error(maps::COUNTS, e))?;
+        for entry in by_key.iter() {
+            let (key, per_cpu) = entry.map_err(|e| map_error(maps::COUNTS, e))?;
+            add_row(key, &per_cpu);
         }
 
         let calls: PerCpuArray<&MapData, u64> =
@@ -749,6 +774,12 @@ impl Probe {
         Ok(tally)
     }
 }
+
+/// The key of a slot no process has taken.
+const NO_KEY: ProcessKey = ProcessKey {
+    pid: 0,
+    comm: [0; COMM_LEN],
+};
 
 fn process(key: &ProcessKey) -> Process {
     Process {
