@@ -3,7 +3,7 @@
 //! ioctl returns at entry, uncounted.
 
 use auditor_common::{
-    Syscall,
+    ProcessKey, Syscall,
     addfd::{self, AddFdCall, NotifAddFd},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -11,7 +11,6 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
-    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -21,7 +20,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingAddFd {
-    process: Counted,
+    process: ProcessKey,
     /// 1 when `addfd` could be read.
     read: u32,
     addfd: NotifAddFd,
@@ -31,7 +30,7 @@ impl Call for PendingAddFd {
     const KIND: Kind = Kind::AddFd;
 
     fn unfollowed(&self) {
-        if let Some(mut row) = Row::of(&self.process) {
+        if let Some(mut row) = Row::by_key(&self.process) {
             model(&mut row, self, None);
             tally::call(Syscall::Ioctl);
         }
@@ -57,20 +56,23 @@ pub fn ioctl_enter(ctx: TracePointContext) -> u32 {
         return 0;
     };
     let addfd = args::read_user::<NotifAddFd>(arg!(&ctx, Ioctl, "arg"));
-    in_flight::stash(&PendingAddFd {
-        process,
-        read: u32::from(addfd.is_some()),
-        addfd: addfd.unwrap_or_default(),
-    });
+    in_flight::stash(
+        &PendingAddFd {
+            process: process.key,
+            read: u32::from(addfd.is_some()),
+            addfd: addfd.unwrap_or_default(),
+        },
+        process.slot,
+    );
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_ioctl")]
 pub fn ioctl_exit(ctx: TracePointContext) -> u32 {
-    let Some(pending) = in_flight::take::<PendingAddFd>() else {
+    let Some((pending, slot)) = in_flight::take::<PendingAddFd>() else {
         return 0;
     };
-    if let Some(mut row) = Row::of(&pending.process) {
+    if let Some(mut row) = Row::of(&pending.process, slot) {
         model(&mut row, &pending, Some(exit_ret(&ctx)));
         tally::call(Syscall::Ioctl);
     }

@@ -8,7 +8,7 @@
 //! by build.rs; those that read their own arguments are written here.
 
 use auditor_common::{
-    Syscall, errno,
+    ProcessKey, Syscall, errno,
     fd::{self, AllocStart},
     open, shared,
     syscalls::{Allocator, Asks, FdPrepare, PairAllocator},
@@ -28,7 +28,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingAlloc {
-    process: Counted,
+    process: ProcessKey,
     table: AllocStart,
     /// An `Allocator` as u32.
     allocator: u32,
@@ -105,7 +105,7 @@ impl Call for PendingAlloc {
     const KIND: Kind = Kind::Alloc;
 
     fn unfollowed(&self) {
-        if let Some(mut row) = Row::of(&self.process) {
+        if let Some(mut row) = Row::by_key(&self.process) {
             // Its checks, which the exit would have run.
             let _ = self.refused(&mut row, None);
             // It may allocate, on a table not kept.
@@ -194,18 +194,21 @@ fn enter_with(call: &Allocation, pair: u32) {
         checks: (checks, args),
     } = *call;
     let table = task::alloc_start(start);
-    in_flight::stash(&PendingAlloc {
-        process,
-        table: table.unwrap_or_default(),
-        allocator,
-        prepares,
-        table_read: u32::from(table.is_some()),
-        syscall,
-        pair,
-        checks,
-        args,
-        address,
-    });
+    in_flight::stash(
+        &PendingAlloc {
+            process: process.key,
+            table: table.unwrap_or_default(),
+            allocator,
+            prepares,
+            table_read: u32::from(table.is_some()),
+            syscall,
+            pair,
+            checks,
+            args,
+            address,
+        },
+        process.slot,
+    );
 }
 
 /// The exit of every allocating syscall, shared: their programs hand over to it, so that
@@ -221,10 +224,10 @@ pub fn alloc_exit(ctx: TracePointContext) -> u32 {
 // chain of calls (each frame rounded up to 32).
 #[inline(always)]
 fn exit(ctx: &TracePointContext) {
-    let Some(pending) = in_flight::take_handed_over::<PendingAlloc>() else {
+    let Some((pending, slot)) = in_flight::take_handed_over::<PendingAlloc>() else {
         return;
     };
-    let Some(mut row) = Row::of(&pending.process) else {
+    let Some(mut row) = Row::of(&pending.process, slot) else {
         return;
     };
     let ret = exit_ret(ctx);

@@ -7,7 +7,7 @@ use crate::{tally, tally::Row, target};
 
 /// `do_fchmodat(..., flags)` for a call of `syscall`.
 fn do_fchmodat(syscall: Syscall, flags: u32) {
-    if let Some(mut row) = target::current().as_ref().and_then(Row::of) {
+    if let Some(mut row) = target::current().as_ref().and_then(Row::of_current) {
         chmod::do_fchmodat(&mut row, flags);
         tally::call(syscall);
     }

@@ -3,7 +3,7 @@
 //! a close finds its row of counts once and its process once.
 
 use auditor_common::{
-    Syscall, close,
+    ProcessKey, Syscall, close,
     fd::{self, FdFile},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -11,7 +11,6 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, exit_ret,
     in_flight::{self, Call, Kind},
-    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -21,7 +20,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingClose {
-    process: Counted,
+    process: ProcessKey,
     /// The file, as `FdFile::to_u32` writes it.
     file: u32,
 }
@@ -36,7 +35,7 @@ impl Call for PendingClose {
     const KIND: Kind = Kind::Close;
 
     fn unfollowed(&self) {
-        if let Some(mut row) = Row::of(&self.process) {
+        if let Some(mut row) = Row::by_key(&self.process) {
             self.record(&mut row);
             close::close_unreturned(&mut row);
             tally::call(Syscall::Close);
@@ -48,18 +47,21 @@ impl Call for PendingClose {
 pub fn close_enter(ctx: TracePointContext) -> u32 {
     if let Some(process) = target::current() {
         let fd = arg!(&ctx, Close, "fd") as u32;
-        in_flight::stash(&PendingClose {
-            process,
-            file: FdFile::to_u32(task::fd_file(fd)),
-        });
+        in_flight::stash(
+            &PendingClose {
+                process: process.key,
+                file: FdFile::to_u32(task::fd_file(fd)),
+            },
+            process.slot,
+        );
     }
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_close")]
 pub fn close_exit(ctx: TracePointContext) -> u32 {
-    if let Some(pending) = in_flight::take::<PendingClose>()
-        && let Some(mut row) = Row::of(&pending.process)
+    if let Some((pending, slot)) = in_flight::take::<PendingClose>()
+        && let Some(mut row) = Row::of(&pending.process, slot)
     {
         pending.record(&mut row);
         close::close(&mut row, exit_ret(&ctx));

@@ -6,7 +6,7 @@
 //! whether it ran.
 
 use auditor_common::{
-    Syscall,
+    ProcessKey, Syscall,
     fd::{self, CopyOutcome},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -14,7 +14,6 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
-    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -33,7 +32,7 @@ const MAY_COPY: u32 = 2;
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingCopy {
-    process: Counted,
+    process: ProcessKey,
     syscall: Syscall,
     /// `NO_COPY`, `COPIES` or `MAY_COPY`.
     copies: u32,
@@ -45,7 +44,7 @@ impl Call for PendingCopy {
     const KIND: Kind = Kind::CopyTable;
 
     fn unfollowed(&self) {
-        if let Some(mut row) = Row::of(&self.process) {
+        if let Some(mut row) = Row::by_key(&self.process) {
             model(&mut row, self, None);
             tally::call(self.syscall);
         }
@@ -62,12 +61,15 @@ fn enter(syscall: Syscall, copies: Option<bool>) {
         Some(true) => (COPIES, task::copied_size()),
         None => (MAY_COPY, task::copied_size()),
     };
-    in_flight::stash(&PendingCopy {
-        process,
-        syscall,
-        copies,
-        open_files: open_files.unwrap_or(0),
-    });
+    in_flight::stash(
+        &PendingCopy {
+            process: process.key,
+            syscall,
+            copies,
+            open_files: open_files.unwrap_or(0),
+        },
+        process.slot,
+    );
 }
 
 /// The copy's tests, once the return value (None: unknown) says whether it ran.
@@ -84,10 +86,10 @@ fn model(row: &mut Row, pending: &PendingCopy, ret: Option<i64>) {
 }
 
 fn exit(ctx: &TracePointContext) {
-    let Some(pending) = in_flight::take::<PendingCopy>() else {
+    let Some((pending, slot)) = in_flight::take::<PendingCopy>() else {
         return;
     };
-    let Some(mut row) = Row::of(&pending.process) else {
+    let Some(mut row) = Row::of(&pending.process, slot) else {
         return;
     };
     model(&mut row, &pending, Some(exit_ret(ctx)));

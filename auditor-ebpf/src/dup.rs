@@ -2,7 +2,7 @@
 //! read at entry (RLIMIT_NOFILE, max_fds, whether oldfd is open) and the return value.
 
 use auditor_common::{
-    Syscall,
+    ProcessKey, Syscall,
     dup::{self, DupCall, DupTable},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -10,7 +10,6 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, exit_ret,
     in_flight::{self, Call, Kind},
-    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -20,7 +19,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingDup {
-    process: Counted,
+    process: ProcessKey,
     /// 1 for dup2 (its corner case first), 0 for dup3.
     dup2: u32,
     /// oldfd, newfd, flags.
@@ -44,7 +43,7 @@ impl Call for PendingDup {
     const KIND: Kind = Kind::Dup;
 
     fn unfollowed(&self) {
-        if let Some(mut row) = Row::of(&self.process) {
+        if let Some(mut row) = Row::by_key(&self.process) {
             model(&mut row, self, None);
             tally::call(self.syscall());
         }
@@ -56,13 +55,16 @@ fn enter(syscall: Syscall, args: [u32; 3]) {
         return;
     };
     let table = task::dup_table(args[0]);
-    in_flight::stash(&PendingDup {
-        process,
-        dup2: u32::from(syscall == Syscall::Dup2),
-        args,
-        table_read: u32::from(table.is_some()),
-        table: table.unwrap_or_default(),
-    });
+    in_flight::stash(
+        &PendingDup {
+            process: process.key,
+            dup2: u32::from(syscall == Syscall::Dup2),
+            args,
+            table_read: u32::from(table.is_some()),
+            table: table.unwrap_or_default(),
+        },
+        process.slot,
+    );
 }
 
 // Inlined: an `Option<i64>` takes two of a BPF call's five argument registers.
@@ -84,10 +86,10 @@ fn model(row: &mut Row, pending: &PendingDup, ret: Option<i64>) {
 }
 
 fn exit(ctx: &TracePointContext) {
-    let Some(pending) = in_flight::take::<PendingDup>() else {
+    let Some((pending, slot)) = in_flight::take::<PendingDup>() else {
         return;
     };
-    if let Some(mut row) = Row::of(&pending.process) {
+    if let Some(mut row) = Row::of(&pending.process, slot) {
         model(&mut row, &pending, Some(exit_ret(ctx)));
         tally::call(pending.syscall());
     }

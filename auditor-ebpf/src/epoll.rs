@@ -2,7 +2,7 @@
 //! a call (its arguments at entry, its return value at exit).
 
 use auditor_common::{
-    Syscall, UNFOLLOWED_RETURN,
+    ProcessKey, Syscall, UNFOLLOWED_RETURN,
     epoll::{self, EpollCtlCall, EpollWaitCall},
     prelude::{Prelude, Timeout},
 };
@@ -11,7 +11,6 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
-    rows::Counted,
     tally,
     tally::Row,
     target,
@@ -21,7 +20,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingWait {
-    process: Counted,
+    process: ProcessKey,
     maxevents: i32,
     /// The events buffer.
     events: u64,
@@ -35,7 +34,7 @@ impl Call for PendingWait {
 
     /// Each branch the call may reach is undecided.
     fn unfollowed(&self) {
-        if let Some(mut row) = Row::of(&self.process) {
+        if let Some(mut row) = Row::by_key(&self.process) {
             let call = EpollWaitCall {
                 maxevents: self.maxevents,
                 events: self.events,
@@ -52,7 +51,7 @@ impl Call for PendingWait {
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingCtl {
-    process: Counted,
+    process: ProcessKey,
     op: i32,
 }
 
@@ -61,7 +60,7 @@ impl Call for PendingCtl {
 
     /// Counted without its return value.
     fn unfollowed(&self) {
-        if let Some(mut row) = Row::of(&self.process) {
+        if let Some(mut row) = Row::by_key(&self.process) {
             epoll::epoll_ctl(
                 &mut row,
                 &EpollCtlCall {
@@ -78,13 +77,16 @@ impl Call for PendingCtl {
 pub fn epoll_wait_enter(ctx: TracePointContext) -> u32 {
     if let Some(process) = target::current() {
         let timeout = Timeout::from_millis(arg!(&ctx, EpollWait, "timeout") as i32);
-        in_flight::stash(&PendingWait {
-            process,
-            maxevents: arg!(&ctx, EpollWait, "maxevents") as i32,
-            events: arg!(&ctx, EpollWait, "events"),
-            prelude: timeout.prelude(),
-            timeout,
-        });
+        in_flight::stash(
+            &PendingWait {
+                process: process.key,
+                maxevents: arg!(&ctx, EpollWait, "maxevents") as i32,
+                events: arg!(&ctx, EpollWait, "events"),
+                prelude: timeout.prelude(),
+                timeout,
+            },
+            process.slot,
+        );
     }
     0
 }
@@ -103,13 +105,16 @@ pub fn epoll_pwait_enter(ctx: TracePointContext) -> u32 {
             arg!(&ctx, EpollPwait, "sigmask"),
             arg!(&ctx, EpollPwait, "sigsetsize"),
         );
-        in_flight::stash(&PendingWait {
-            process,
-            maxevents: arg!(&ctx, EpollPwait, "maxevents") as i32,
-            events: arg!(&ctx, EpollPwait, "events"),
-            prelude: timeout.prelude().and(sigmask),
-            timeout,
-        });
+        in_flight::stash(
+            &PendingWait {
+                process: process.key,
+                maxevents: arg!(&ctx, EpollPwait, "maxevents") as i32,
+                events: arg!(&ctx, EpollPwait, "events"),
+                prelude: timeout.prelude().and(sigmask),
+                timeout,
+            },
+            process.slot,
+        );
     }
     0
 }
@@ -128,13 +133,16 @@ pub fn epoll_pwait2_enter(ctx: TracePointContext) -> u32 {
             arg!(&ctx, EpollPwait2, "sigmask"),
             arg!(&ctx, EpollPwait2, "sigsetsize"),
         );
-        in_flight::stash(&PendingWait {
-            process,
-            maxevents: arg!(&ctx, EpollPwait2, "maxevents") as i32,
-            events: arg!(&ctx, EpollPwait2, "events"),
-            prelude: timeout.prelude().and(sigmask),
-            timeout,
-        });
+        in_flight::stash(
+            &PendingWait {
+                process: process.key,
+                maxevents: arg!(&ctx, EpollPwait2, "maxevents") as i32,
+                events: arg!(&ctx, EpollPwait2, "events"),
+                prelude: timeout.prelude().and(sigmask),
+                timeout,
+            },
+            process.slot,
+        );
     }
     0
 }
@@ -146,10 +154,10 @@ pub fn epoll_pwait2_exit(ctx: TracePointContext) -> u32 {
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
-    let Some(pending) = in_flight::take::<PendingWait>() else {
+    let Some((pending, slot)) = in_flight::take::<PendingWait>() else {
         return;
     };
-    let Some(mut row) = Row::of(&pending.process) else {
+    let Some(mut row) = Row::of(&pending.process, slot) else {
         return;
     };
     let call = EpollWaitCall {
@@ -167,15 +175,21 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
 pub fn epoll_ctl_enter(ctx: TracePointContext) -> u32 {
     if let Some(process) = target::current() {
         let op = arg!(&ctx, EpollCtl, "op") as i32;
-        in_flight::stash(&PendingCtl { process, op });
+        in_flight::stash(
+            &PendingCtl {
+                process: process.key,
+                op,
+            },
+            process.slot,
+        );
     }
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_exit_epoll_ctl")]
 pub fn epoll_ctl_exit(ctx: TracePointContext) -> u32 {
-    if let Some(pending) = in_flight::take::<PendingCtl>()
-        && let Some(mut row) = Row::of(&pending.process)
+    if let Some((pending, slot)) = in_flight::take::<PendingCtl>()
+        && let Some(mut row) = Row::of(&pending.process, slot)
     {
         let call = EpollCtlCall {
             op: pending.op,

@@ -13,7 +13,7 @@ use crate::{arg, tally, tally::Row, target, task};
 
 /// A syscall that looks its one fd up first thing.
 fn single_lookup(syscall: Syscall, fd: u64, lookup: Lookup) {
-    if let Some(mut row) = target::current().as_ref().and_then(Row::of) {
+    if let Some(mut row) = target::current().as_ref().and_then(Row::of_current) {
         // An unsigned int, as the syscalls take it.
         fd::single_lookup(&mut row, fd as u32, lookup, &task::Current);
         tally::call(syscall);
@@ -41,7 +41,7 @@ include!(concat!(env!("OUT_DIR"), "/programs/fget.rs"));
 
 /// Every fcntl (its call is counted here; F_DUPFD's allocation is followed in `alloc`).
 pub fn fcntl_entry(fd: u32) {
-    if let Some(mut row) = target::current().as_ref().and_then(Row::of) {
+    if let Some(mut row) = target::current().as_ref().and_then(Row::of_current) {
         fd::fcntl_path_only(&mut row, fd, &task::Current);
         tally::call(Syscall::Fcntl);
     }

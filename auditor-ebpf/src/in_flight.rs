@@ -23,24 +23,25 @@ pub trait Call: Copy {
     fn unfollowed(&self);
 }
 
-/// Leaves `call` for this thread's exit program; counts it as unfollowed when there is no
-/// memory for it.
+/// Leaves `call` for this thread's exit program, with `slot`, its process's row's slot
+/// (`rows::Counted`); counts it as unfollowed when there is no memory for it.
 #[inline(always)]
-pub fn stash<C: Call>(call: &C) {
+pub fn stash<C: Call>(call: &C, slot: u32) {
     const {
         assert!(core::mem::size_of::<C>() <= RECORD_WORDS * 8);
         assert!(core::mem::align_of::<C>() <= 8);
     }
-    let slot = thread::current(true);
-    if slot.is_null() {
+    let state = thread::current(true);
+    if state.is_null() {
         call.unfollowed();
         return;
     }
     // SAFETY: the thread's own storage, valid for this program run; only this thread's
     // programs use it, one at a time. The record fits (checked above).
     unsafe {
-        (*slot).kind = C::KIND;
-        core::ptr::addr_of_mut!((*slot).record)
+        (*state).kind = C::KIND;
+        (*state).slot = slot;
+        core::ptr::addr_of_mut!((*state).record)
             .cast::<C>()
             .write(*call);
     }
@@ -55,10 +56,10 @@ pub fn may_hold() -> bool {
     !target::empty_programs() && target::may_count()
 }
 
-/// What this thread's entry program left, if it followed a call of `C`'s family; the
-/// record is taken (a second exit finds none).
+/// What this thread's entry program left, if it followed a call of `C`'s family, and the
+/// slot it left with it; the record is taken (a second exit finds none).
 #[inline(always)]
-pub fn take<C: Call>() -> Option<C> {
+pub fn take<C: Call>() -> Option<(C, u32)> {
     if !may_hold() {
         return None;
     }
@@ -67,20 +68,21 @@ pub fn take<C: Call>() -> Option<C> {
 
 /// [`take`] in a shared program, whose caller found [`may_hold`] for the same call.
 #[inline(always)]
-pub fn take_handed_over<C: Call>() -> Option<C> {
+pub fn take_handed_over<C: Call>() -> Option<(C, u32)> {
     if target::empty_programs() || target::stopped() {
         return None;
     }
-    let slot = thread::current(false);
-    if slot.is_null() {
+    let state = thread::current(false);
+    if state.is_null() {
         return None;
     }
     // SAFETY: as in `stash`; the tag says the record is a `C`.
     unsafe {
-        if (*slot).kind != C::KIND {
+        if (*state).kind != C::KIND {
             return None;
         }
-        (*slot).kind = Kind::None;
-        Some(core::ptr::addr_of!((*slot).record).cast::<C>().read())
+        (*state).kind = Kind::None;
+        let call = core::ptr::addr_of!((*state).record).cast::<C>().read();
+        Some((call, (*state).slot))
     }
 }

@@ -11,7 +11,7 @@
 //! cannot be read are counted as unreadable.
 
 use auditor_common::{
-    Syscall, UNFOLLOWED_RETURN,
+    ProcessKey, Syscall, UNFOLLOWED_RETURN,
     poll::{self, EntryScan, POLLFD_SIZE, PollCall, PollFd, words},
     prelude::{Prelude, Timeout},
     shared,
@@ -29,7 +29,6 @@ use crate::{
     args::{self, Registers, exit_arg},
     exit_record,
     in_flight::{self, Call, Kind},
-    rows::Counted,
     tally,
     tally::Row,
     target, task,
@@ -39,7 +38,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingPoll {
-    process: Counted,
+    process: ProcessKey,
     syscall: Syscall,
     nfds: u32,
     /// The pollfd array.
@@ -53,7 +52,7 @@ impl Call for PendingPoll {
     const KIND: Kind = Kind::Poll;
 
     fn unfollowed(&self) {
-        if let Some(mut row) = Row::of(&self.process) {
+        if let Some(mut row) = Row::by_key(&self.process) {
             let call = PollCall {
                 nfds: self.nfds,
                 prelude: Prelude::Unknown,
@@ -96,14 +95,17 @@ pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
             arg!(&ctx, Ppoll, "sigmask"),
             arg!(&ctx, Ppoll, "sigsetsize"),
         );
-        in_flight::stash(&PendingPoll {
-            process,
-            syscall: Syscall::Ppoll,
-            nfds: poll::nfds_from_arg(arg!(&ctx, Ppoll, "nfds")),
-            ufds: arg!(&ctx, Ppoll, "ufds"),
-            prelude: timeout.prelude().and(sigmask),
-            timeout,
-        });
+        in_flight::stash(
+            &PendingPoll {
+                process: process.key,
+                syscall: Syscall::Ppoll,
+                nfds: poll::nfds_from_arg(arg!(&ctx, Ppoll, "nfds")),
+                ufds: arg!(&ctx, Ppoll, "ufds"),
+                prelude: timeout.prelude().and(sigmask),
+                timeout,
+            },
+            process.slot,
+        );
     }
     0
 }
@@ -131,18 +133,18 @@ fn exit(ctx: &TracePointContext) {
     // merged after would let the compiler spill whatever register it likes into the
     // record's padding, which the verifier refuses for a pointer.
     if syscall_nr as u32 == target::global(&POLL_SYSCALL_NR) {
-        if let Some(pending) = poll_at_exit() {
-            count(&pending, ret);
+        if let Some((pending, slot)) = poll_at_exit() {
+            count(&pending, slot, ret);
         }
-    } else if let Some(pending) = in_flight::take_handed_over::<PendingPoll>() {
-        count(&pending, ret);
+    } else if let Some((pending, slot)) = in_flight::take_handed_over::<PendingPoll>() {
+        count(&pending, slot, ret);
     }
 }
 
-/// Counts a finished call of poll or ppoll.
+/// Counts a finished call of poll or ppoll, into the row in `slot` or by key.
 #[inline(never)]
-fn count(pending: &PendingPoll, ret: i64) {
-    let Some(mut row) = Row::of(&pending.process) else {
+fn count(pending: &PendingPoll, slot: u32, ret: i64) {
+    let Some(mut row) = Row::of(&pending.process, slot) else {
         return;
     };
     let call = PollCall {
@@ -163,18 +165,19 @@ fn count(pending: &PendingPoll, ret: i64) {
 /// A poll, read at its exit alone: its arguments from the task's registers, its array
 /// from user memory, where the kernel changed no entry but its `revents`. Without an
 /// entry program a poll costs one program run, not two, and a call in flight when the
-/// session began is counted whole.
-fn poll_at_exit() -> Option<PendingPoll> {
+/// session began is counted whole. With the slot of its process's row.
+fn poll_at_exit() -> Option<(PendingPoll, u32)> {
     let process = target::current_handed_over()?;
     let registers = Registers::current();
-    Some(PendingPoll {
-        process,
+    let pending = PendingPoll {
+        process: process.key,
         syscall: Syscall::Poll,
         nfds: poll::nfds_from_arg(exit_arg!(registers, Poll, "nfds")),
         ufds: exit_arg!(registers, Poll, "ufds"),
         prelude: Prelude::Passes,
         timeout: Timeout::from_millis(exit_arg!(registers, Poll, "timeout_msecs") as i32),
-    })
+    };
+    Some((pending, process.slot))
 }
 
 /// Entries read at once on the program's stack, for the small arrays most programs pass.

@@ -5,7 +5,7 @@
 //! `do_select` will, in bulk); exit adds the return value and runs the model.
 
 use auditor_common::{
-    Syscall, UNFOLLOWED_RETURN,
+    ProcessKey, Syscall, UNFOLLOWED_RETURN,
     prelude::{Prelude, Timeout},
     select::{self, SelectCall, SetScan},
 };
@@ -30,7 +30,7 @@ use crate::{
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct PendingSelect {
-    process: Counted,
+    process: ProcessKey,
     /// The table's `max_fds` at entry (core_sys_select reads it once); 0: unreadable.
     max_fds: u32,
     n: u64,
@@ -47,7 +47,7 @@ impl Call for PendingSelect {
 
     /// Each branch the call may reach is undecided.
     fn unfollowed(&self) {
-        if let Some(mut row) = Row::of(&self.process) {
+        if let Some(mut row) = Row::by_key(&self.process) {
             let call = SelectCall {
                 n: select::n_from_arg(self.n),
                 prelude: Prelude::Unknown,
@@ -141,22 +141,25 @@ fn enter(process: &Counted, entry: &Entry) {
     } else {
         None
     };
-    in_flight::stash(&PendingSelect {
-        process: *process,
-        max_fds,
-        n: entry.n,
-        prelude: entry.prelude,
-        timeout: entry.timeout,
-        sets_read: u32::from(scan.is_some()),
-        scan: scan.unwrap_or_default(),
-    });
+    in_flight::stash(
+        &PendingSelect {
+            process: process.key,
+            max_fds,
+            n: entry.n,
+            prelude: entry.prelude,
+            timeout: entry.timeout,
+            sets_read: u32::from(scan.is_some()),
+            scan: scan.unwrap_or_default(),
+        },
+        process.slot,
+    );
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
-    let Some(pending) = in_flight::take::<PendingSelect>() else {
+    let Some((pending, slot)) = in_flight::take::<PendingSelect>() else {
         return;
     };
-    let Some(mut row) = Row::of(&pending.process) else {
+    let Some(mut row) = Row::of(&pending.process, slot) else {
         return;
     };
     let call = SelectCall {

@@ -9,7 +9,7 @@
 //! so the report can say how many of the rare calls it has stacks of.
 
 use auditor_common::{
-    Counts, ProcessKey, SITE_COUNT, Site, maps,
+    Counts, ProcessKey, SITE_COUNT, Site, maps, slots,
     stacks::{
         self, Budget, MappingEvent, PAGE, RareSites, STACK_PAGES, SampleKey, SiteBits, StackSample,
         kind, stat,
@@ -167,10 +167,13 @@ fn mapping_enter(changes: bool, kind: u32) -> u32 {
         return 0;
     }
     if let Some(process) = target::current() {
-        in_flight::stash(&MappingCall {
-            pid: process.key.pid,
-            kind,
-        });
+        in_flight::stash(
+            &MappingCall {
+                pid: process.key.pid,
+                kind,
+            },
+            slots::NONE,
+        );
     }
     0
 }
@@ -181,7 +184,7 @@ fn mapping_exit() -> u32 {
     if global(&STACKS_ON) == 0 {
         return 0;
     }
-    if let Some(call) = in_flight::take::<MappingCall>() {
+    if let Some((call, _)) = in_flight::take::<MappingCall>() {
         mappings_changed(call.kind, call.pid);
     }
     0

@@ -39,15 +39,14 @@ static CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SYSCALL_COUNT as 
 /// What a map update returns when the map holds its maximum of entries.
 const E2BIG: i32 = 7;
 
-/// This CPU's copy of the row `process`'s counts go to (see [`Row::of`]). A row is a value
+/// This CPU's copy of the row `key`'s counts go to (see [`Row::of`]). A row is a value
 /// of `rows::ROWS` or of `COUNTS`, and of no third map: the verifier walks the rest of
 /// every program once for each map a row may come from.
 #[inline(always)]
-fn row_of(process: &Counted) -> Option<*mut SiteCounts> {
-    if let Some(counts) = rows::row(process.slot) {
+fn row_of(key: &ProcessKey, slot: u32) -> Option<*mut SiteCounts> {
+    if let Some(counts) = rows::row(slot) {
         return Some(counts);
     }
-    let key = &process.key;
     if let Some(counts) = COUNTS.get_ptr_mut(key) {
         return Some(counts);
     }
@@ -88,15 +87,27 @@ impl Drop for Row {
 }
 
 impl Row {
-    /// The row of `process`: in its slot, or by key (created on its first counted call);
-    /// its row in the spill when the kernel could not allocate one; the unattributed row when the table (or
-    /// the spill) is full. None only if the maps are missing, which cannot happen.
-    pub fn of(process: &Counted) -> Option<Row> {
+    /// The row of `process`: in `slot`, or by key (created on its first counted call);
+    /// its row in the spill when the kernel could not allocate one; the unattributed row
+    /// when the table (or the spill) is full. None only if the maps are missing, which
+    /// cannot happen.
+    pub fn of(process: &ProcessKey, slot: u32) -> Option<Row> {
         Some(Row {
-            counts: row_of(process)?,
-            process: process.key,
+            counts: row_of(process, slot)?,
+            process: *process,
             rare_sites: stacks::begin_call(),
         })
+    }
+
+    /// The row of the process `target::current` found.
+    pub fn of_current(process: &Counted) -> Option<Row> {
+        Row::of(&process.key, process.slot)
+    }
+
+    /// The row of `process` by key, for a call whose slot was not kept (one not followed
+    /// to its exit): the user side adds the rows of a process up.
+    pub fn by_key(process: &ProcessKey) -> Option<Row> {
+        Row::of(process, slots::NONE)
     }
 
     /// The counts of `site` in this row (checked: the verifier allows no panic path).

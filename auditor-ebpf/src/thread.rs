@@ -44,9 +44,12 @@ pub struct Decided {
 #[repr(C)]
 pub struct Thread {
     pub decided: Decided,
-    /// The call in flight: its family, and its record.
+    /// The call in flight: its family, the slot of its process's row (`rows`), and its
+    /// record. The slot is kept here, not in the record: a record built on the stack and
+    /// one read from here then lay out their fields alike, which the verifier needs to
+    /// see their states as one (a slot in the record had it walk poll's exit twice).
     pub kind: Kind,
-    pub _pad: u32,
+    pub slot: u32,
     pub record: [u64; RECORD_WORDS],
 }
 
