@@ -52,17 +52,17 @@ pub fn ioctl_enter(ctx: TracePointContext) -> u32 {
     if !addfd::is_addfd(arg!(&ctx, Ioctl, "cmd")) {
         return 0;
     }
-    let Some(process) = target::current() else {
+    let Some(caller) = target::current() else {
         return 0;
     };
     let addfd = args::read_user::<NotifAddFd>(arg!(&ctx, Ioctl, "arg"));
     in_flight::stash(
         &PendingAddFd {
-            process: process.key,
+            process: caller.process.key,
             read: u32::from(addfd.is_some()),
             addfd: addfd.unwrap_or_default(),
         },
-        process.slot,
+        &caller,
     );
     0
 }

@@ -18,10 +18,11 @@ use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
-    rows::Counted,
     tally,
     tally::Row,
-    target, task,
+    target,
+    target::Caller,
+    task,
 };
 
 /// An allocation in flight: the table at entry, and what tells its outcome at exit.
@@ -128,15 +129,15 @@ fn flag_set() -> open::FlagSet {
 /// [`Checks`] and the arguments it reads).
 macro_rules! enter {
     ($syscall:ident, $start:expr) => {
-        if let Some(process) = target::current() {
-            enter!($syscall, process, $start, 0, (Checks::NONE, [0, 0]))
+        if let Some(caller) = target::current() {
+            enter!($syscall, caller, $start, 0, (Checks::NONE, [0, 0]))
         }
     };
-    ($syscall:ident, $process:expr, $start:expr, $name:expr, $checks:expr) => {{
+    ($syscall:ident, $caller:expr, $start:expr, $name:expr, $checks:expr) => {{
         const ALLOCATOR: Allocator = Syscall::$syscall.info().allocates.one();
         const PREPARES: FdPrepare = Syscall::$syscall.info().prepares;
         let pending = Allocation {
-            process: $process,
+            caller: $caller,
             syscall: Syscall::$syscall,
             allocator: ALLOCATOR as u32,
             prepares: PREPARES,
@@ -152,11 +153,11 @@ macro_rules! enter {
 macro_rules! enter_pair {
     ($syscall:ident, $fds:expr, $checks:expr) => {{
         const ALLOCATOR: PairAllocator = Syscall::$syscall.info().allocates.two();
-        let Some(process) = target::current() else {
+        let Some(caller) = target::current() else {
             return 0;
         };
         let pending = Allocation {
-            process,
+            caller,
             syscall: Syscall::$syscall,
             allocator: 0,
             prepares: FdPrepare::Direct,
@@ -170,8 +171,8 @@ macro_rules! enter_pair {
 
 /// What an allocating syscall's entry knows.
 struct Allocation {
-    /// The traced process making the call.
-    process: Counted,
+    /// The traced process making the call, and its thread's state.
+    caller: Caller,
     syscall: Syscall,
     allocator: u32,
     prepares: FdPrepare,
@@ -185,7 +186,7 @@ struct Allocation {
 #[inline(always)]
 fn enter_with(call: &Allocation, pair: u32) {
     let Allocation {
-        process,
+        caller,
         syscall,
         allocator,
         prepares,
@@ -196,7 +197,7 @@ fn enter_with(call: &Allocation, pair: u32) {
     let table = task::alloc_start(start);
     in_flight::stash(
         &PendingAlloc {
-            process: process.key,
+            process: caller.process.key,
             table: table.unwrap_or_default(),
             allocator,
             prepares,
@@ -207,7 +208,7 @@ fn enter_with(call: &Allocation, pair: u32) {
             args,
             address,
         },
-        process.slot,
+        &caller,
     );
 }
 
@@ -263,12 +264,12 @@ macro_rules! opens {
         $(
             #[tracepoint(category = "syscalls", name = $event)]
             pub fn $function(ctx: TracePointContext) -> u32 {
-                let Some(process) = target::current() else {
+                let Some(caller) = target::current() else {
                     return 0;
                 };
                 let checks = [arg!(&ctx, $syscall, "flags"), arg!(&ctx, $syscall, "mode")];
                 let name = arg!(&ctx, $syscall, "filename");
-                enter!($syscall, process, 0, name, (Checks::OPEN, checks));
+                enter!($syscall, caller, 0, name, (Checks::OPEN, checks));
                 0
             }
         )*
@@ -282,23 +283,23 @@ opens! {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_creat")]
 pub fn creat_enter(ctx: TracePointContext) -> u32 {
-    let Some(process) = target::current() else {
+    let Some(caller) = target::current() else {
         return 0;
     };
     let checks = [open::CREAT_FLAGS, arg!(&ctx, Creat, "mode")];
     let name = arg!(&ctx, Creat, "pathname");
-    enter!(Creat, process, 0, name, (Checks::OPEN, checks));
+    enter!(Creat, caller, 0, name, (Checks::OPEN, checks));
     0
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_openat2")]
 pub fn openat2_enter(ctx: TracePointContext) -> u32 {
-    let Some(process) = target::current() else {
+    let Some(caller) = target::current() else {
         return 0;
     };
     let checks = [arg!(&ctx, Openat2, "usize"), arg!(&ctx, Openat2, "how")];
     let name = arg!(&ctx, Openat2, "filename");
-    enter!(Openat2, process, 0, name, (Checks::OPENAT2, checks));
+    enter!(Openat2, caller, 0, name, (Checks::OPENAT2, checks));
     0
 }
 
@@ -343,13 +344,13 @@ pub fn socketpair_enter(ctx: TracePointContext) -> u32 {
 /// accept4: flags past SOCK_CLOEXEC and SOCK_NONBLOCK refuse it before the fd.
 #[tracepoint(category = "syscalls", name = "sys_enter_accept4")]
 pub fn accept4_enter(ctx: TracePointContext) -> u32 {
-    if let Some(process) = target::current() {
+    if let Some(caller) = target::current() {
         let checks = if fd::accept_flags_refused(arg!(&ctx, Accept4, "flags")) {
             Checks::REFUSED
         } else {
             Checks::NONE
         };
-        enter!(Accept4, process, 0, 0, (checks, [0, 0]));
+        enter!(Accept4, caller, 0, 0, (checks, [0, 0]));
     }
     0
 }

@@ -45,14 +45,14 @@ impl Call for PendingClose {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_close")]
 pub fn close_enter(ctx: TracePointContext) -> u32 {
-    if let Some(process) = target::current() {
+    if let Some(caller) = target::current() {
         let fd = arg!(&ctx, Close, "fd") as u32;
         in_flight::stash(
             &PendingClose {
-                process: process.key,
+                process: caller.process.key,
                 file: FdFile::to_u32(task::fd_file(fd)),
             },
-            process.slot,
+            &caller,
         );
     }
     0

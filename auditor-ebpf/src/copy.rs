@@ -53,7 +53,7 @@ impl Call for PendingCopy {
 
 /// Notes a call of `syscall` that copies the table when `copies` says so (None: unknown).
 fn enter(syscall: Syscall, copies: Option<bool>) {
-    let Some(process) = target::current() else {
+    let Some(caller) = target::current() else {
         return;
     };
     let (copies, open_files) = match copies {
@@ -63,12 +63,12 @@ fn enter(syscall: Syscall, copies: Option<bool>) {
     };
     in_flight::stash(
         &PendingCopy {
-            process: process.key,
+            process: caller.process.key,
             syscall,
             copies,
             open_files: open_files.unwrap_or(0),
         },
-        process.slot,
+        &caller,
     );
 }
 

@@ -50,20 +50,21 @@ impl Call for PendingDup {
     }
 }
 
+#[inline(always)]
 fn enter(syscall: Syscall, args: [u32; 3]) {
-    let Some(process) = target::current() else {
+    let Some(caller) = target::current() else {
         return;
     };
     let table = task::dup_table(args[0]);
     in_flight::stash(
         &PendingDup {
-            process: process.key,
+            process: caller.process.key,
             dup2: u32::from(syscall == Syscall::Dup2),
             args,
             table_read: u32::from(table.is_some()),
             table: table.unwrap_or_default(),
         },
-        process.slot,
+        &caller,
     );
 }
 

@@ -75,17 +75,17 @@ impl Call for PendingCtl {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_wait")]
 pub fn epoll_wait_enter(ctx: TracePointContext) -> u32 {
-    if let Some(process) = target::current() {
+    if let Some(caller) = target::current() {
         let timeout = Timeout::from_millis(arg!(&ctx, EpollWait, "timeout") as i32);
         in_flight::stash(
             &PendingWait {
-                process: process.key,
+                process: caller.process.key,
                 maxevents: arg!(&ctx, EpollWait, "maxevents") as i32,
                 events: arg!(&ctx, EpollWait, "events"),
                 prelude: timeout.prelude(),
                 timeout,
             },
-            process.slot,
+            &caller,
         );
     }
     0
@@ -99,7 +99,7 @@ pub fn epoll_wait_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_pwait")]
 pub fn epoll_pwait_enter(ctx: TracePointContext) -> u32 {
-    if let Some(process) = target::current() {
+    if let Some(caller) = target::current() {
         let timeout = Timeout::from_millis(arg!(&ctx, EpollPwait, "timeout") as i32);
         let sigmask = args::sigmask(
             arg!(&ctx, EpollPwait, "sigmask"),
@@ -107,13 +107,13 @@ pub fn epoll_pwait_enter(ctx: TracePointContext) -> u32 {
         );
         in_flight::stash(
             &PendingWait {
-                process: process.key,
+                process: caller.process.key,
                 maxevents: arg!(&ctx, EpollPwait, "maxevents") as i32,
                 events: arg!(&ctx, EpollPwait, "events"),
                 prelude: timeout.prelude().and(sigmask),
                 timeout,
             },
-            process.slot,
+            &caller,
         );
     }
     0
@@ -127,7 +127,7 @@ pub fn epoll_pwait_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_pwait2")]
 pub fn epoll_pwait2_enter(ctx: TracePointContext) -> u32 {
-    if let Some(process) = target::current() {
+    if let Some(caller) = target::current() {
         let timeout = args::timespec(arg!(&ctx, EpollPwait2, "timeout"));
         let sigmask = args::sigmask(
             arg!(&ctx, EpollPwait2, "sigmask"),
@@ -135,13 +135,13 @@ pub fn epoll_pwait2_enter(ctx: TracePointContext) -> u32 {
         );
         in_flight::stash(
             &PendingWait {
-                process: process.key,
+                process: caller.process.key,
                 maxevents: arg!(&ctx, EpollPwait2, "maxevents") as i32,
                 events: arg!(&ctx, EpollPwait2, "events"),
                 prelude: timeout.prelude().and(sigmask),
                 timeout,
             },
-            process.slot,
+            &caller,
         );
     }
     0
@@ -173,14 +173,14 @@ fn exit(ctx: &TracePointContext, syscall: Syscall) {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_ctl")]
 pub fn epoll_ctl_enter(ctx: TracePointContext) -> u32 {
-    if let Some(process) = target::current() {
+    if let Some(caller) = target::current() {
         let op = arg!(&ctx, EpollCtl, "op") as i32;
         in_flight::stash(
             &PendingCtl {
-                process: process.key,
+                process: caller.process.key,
                 op,
             },
-            process.slot,
+            &caller,
         );
     }
     0

@@ -11,7 +11,7 @@
 
 pub use crate::thread::Kind;
 use crate::{
-    target,
+    target::{self, Caller},
     thread::{self, RECORD_WORDS},
 };
 
@@ -23,27 +23,33 @@ pub trait Call: Copy {
     fn unfollowed(&self);
 }
 
-/// Leaves `call` for this thread's exit program, with `slot`, its process's row's slot
-/// (`rows::Counted`); counts it as unfollowed when there is no memory for it.
+/// Leaves `call` for this thread's exit program, with the slot of its process's row
+/// (`rows::Counted`), in the state `target::current` found for the thread (made here if
+/// it had none): the record, where the entry may complete it before it returns. Counts
+/// the call as unfollowed (None) when there is no memory for it.
 #[inline(always)]
-pub fn stash<C: Call>(call: &C, slot: u32) {
+pub fn stash<C: Call>(call: &C, caller: &Caller) -> Option<*mut C> {
     const {
         assert!(core::mem::size_of::<C>() <= RECORD_WORDS * 8);
         assert!(core::mem::align_of::<C>() <= 8);
     }
-    let state = thread::current(true);
+    let state = if caller.thread.is_null() {
+        thread::current(true)
+    } else {
+        caller.thread
+    };
     if state.is_null() {
         call.unfollowed();
-        return;
+        return None;
     }
     // SAFETY: the thread's own storage, valid for this program run; only this thread's
     // programs use it, one at a time. The record fits (checked above).
     unsafe {
         (*state).kind = C::KIND;
-        (*state).slot = slot;
-        core::ptr::addr_of_mut!((*state).record)
-            .cast::<C>()
-            .write(*call);
+        (*state).slot = caller.process.slot;
+        let record = core::ptr::addr_of_mut!((*state).record).cast::<C>();
+        record.write(*call);
+        Some(record)
     }
 }
 

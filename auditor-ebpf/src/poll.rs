@@ -89,7 +89,7 @@ pub fn poll_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_ppoll")]
 pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
-    if let Some(process) = target::current() {
+    if let Some(caller) = target::current() {
         let timeout = args::timespec(arg!(&ctx, Ppoll, "tsp"));
         let sigmask = args::sigmask(
             arg!(&ctx, Ppoll, "sigmask"),
@@ -97,14 +97,14 @@ pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
         );
         in_flight::stash(
             &PendingPoll {
-                process: process.key,
+                process: caller.process.key,
                 syscall: Syscall::Ppoll,
                 nfds: poll::nfds_from_arg(arg!(&ctx, Ppoll, "nfds")),
                 ufds: arg!(&ctx, Ppoll, "ufds"),
                 prelude: timeout.prelude().and(sigmask),
                 timeout,
             },
-            process.slot,
+            &caller,
         );
     }
     0
@@ -167,7 +167,7 @@ fn count(pending: &PendingPoll, slot: u32, ret: i64) {
 /// entry program a poll costs one program run, not two, and a call in flight when the
 /// session began is counted whole. With the slot of its process's row.
 fn poll_at_exit() -> Option<(PendingPoll, u32)> {
-    let process = target::current_handed_over()?;
+    let process = target::current_handed_over()?.process;
     let registers = Registers::current();
     let pending = PendingPoll {
         process: process.key,

@@ -20,10 +20,11 @@ use aya_ebpf::{
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
-    rows::Counted,
     tally,
     tally::Row,
-    target, task,
+    target,
+    target::Caller,
+    task,
 };
 
 /// A select or pselect6 in flight.
@@ -72,7 +73,7 @@ struct Entry {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_select")]
 pub fn select_enter(ctx: TracePointContext) -> u32 {
-    if let Some(process) = target::current() {
+    if let Some(caller) = target::current() {
         let timeout = args::timeval(arg!(&ctx, Select, "tvp"));
         let entry = Entry {
             n: arg!(&ctx, Select, "n"),
@@ -84,7 +85,7 @@ pub fn select_enter(ctx: TracePointContext) -> u32 {
             timeout,
             prelude: timeout.prelude(),
         };
-        enter(&process, &entry);
+        enter(&caller, &entry);
     }
     0
 }
@@ -97,7 +98,7 @@ pub fn select_exit(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_pselect6")]
 pub fn pselect6_enter(ctx: TracePointContext) -> u32 {
-    if let Some(process) = target::current() {
+    if let Some(caller) = target::current() {
         let timeout = args::timespec(arg!(&ctx, Pselect6, "tsp"));
         // `sig` points to `{ const sigset_t *ss; size_t ss_len; }`.
         let sigmask = sigmask_prelude(arg!(&ctx, Pselect6, "sig"));
@@ -111,7 +112,7 @@ pub fn pselect6_enter(ctx: TracePointContext) -> u32 {
             timeout,
             prelude: sigmask.and(timeout.prelude()),
         };
-        enter(&process, &entry);
+        enter(&caller, &entry);
     }
     0
 }
@@ -133,26 +134,37 @@ fn sigmask_prelude(argpack: u64) -> Prelude {
     }
 }
 
-fn enter(process: &Counted, entry: &Entry) {
+/// Leaves the call in flight, then reads its sets into it: nothing the entry found before
+/// (the thread's state found or made, the row's slot) is live across the walk's loop,
+/// whose callback the verifier would check again for each way it was reached. Without
+/// memory for the thread's state the call is unfollowed, its sets unread (unreadable).
+fn enter(caller: &Caller, entry: &Entry) {
     let n = select::n_from_arg(entry.n);
     let max_fds = task::max_fds().unwrap_or(0);
-    let scan = if n >= 0 && max_fds != 0 {
-        read_sets(&entry.sets, select::used_n(n, max_fds))
-    } else {
-        None
-    };
-    in_flight::stash(
+    let Some(record) = in_flight::stash(
         &PendingSelect {
-            process: process.key,
+            process: caller.process.key,
             max_fds,
             n: entry.n,
             prelude: entry.prelude,
             timeout: entry.timeout,
-            sets_read: u32::from(scan.is_some()),
-            scan: scan.unwrap_or_default(),
+            sets_read: 0,
+            scan: SetScan::default(),
         },
-        process.slot,
-    );
+        caller,
+    ) else {
+        return;
+    };
+    if n >= 0
+        && max_fds != 0
+        && let Some(scan) = read_sets(&entry.sets, select::used_n(n, max_fds))
+    {
+        // SAFETY: the record just left in the thread's state (see `in_flight::stash`).
+        unsafe {
+            (*record).scan = scan;
+            (*record).sets_read = 1;
+        }
+    }
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {

@@ -9,7 +9,7 @@
 //! so the report can say how many of the rare calls it has stacks of.
 
 use auditor_common::{
-    Counts, ProcessKey, SITE_COUNT, Site, maps, slots,
+    Counts, ProcessKey, SITE_COUNT, Site, maps,
     stacks::{
         self, Budget, MappingEvent, PAGE, RareSites, STACK_PAGES, SampleKey, SiteBits, StackSample,
         kind, stat,
@@ -166,13 +166,13 @@ fn mapping_enter(changes: bool, kind: u32) -> u32 {
     if global(&STACKS_ON) == 0 || !changes {
         return 0;
     }
-    if let Some(process) = target::current() {
+    if let Some(caller) = target::current() {
         in_flight::stash(
             &MappingCall {
-                pid: process.key.pid,
+                pid: caller.process.key.pid,
                 kind,
             },
-            slots::NONE,
+            &caller,
         );
     }
     0

@@ -3,11 +3,7 @@
 //! rows of the spill for processes whose row the kernel could not allocate in time; one
 //! row for counts that found no room anywhere; and calls per syscall.
 
-use crate::{
-    failures::increment,
-    rows::{self, Counted},
-    stacks,
-};
+use crate::{failures::increment, rows, stacks, target::Caller};
 use auditor_common::{
     Counts, Evaluation, ProcessKey, SYSCALL_COUNT, Site, SiteCounts, Syscall, catalogue::Recorder,
     maps, row_miss, slots, stacks::RareSites,
@@ -100,8 +96,8 @@ impl Row {
     }
 
     /// The row of the process `target::current` found.
-    pub fn of_current(process: &Counted) -> Option<Row> {
-        Row::of(&process.key, process.slot)
+    pub fn of_current(caller: &Caller) -> Option<Row> {
+        Row::of(&caller.process.key, caller.process.slot)
     }
 
     /// The row of `process` by key, for a call whose slot was not kept (one not followed

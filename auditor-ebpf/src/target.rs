@@ -20,7 +20,7 @@ use aya_ebpf::{
 use crate::{
     rows::{self, Counted},
     task,
-    thread::{self, Decided},
+    thread::{self, Decided, Thread},
 };
 
 #[unsafe(no_mangle)]
@@ -140,9 +140,19 @@ fn current_tgid() -> u32 {
     (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32
 }
 
+/// A call of a counted process, as [`current`] found it: its process, and the calling
+/// thread's state when it has one, so that an entry leaves its call in flight there
+/// without a second lookup of the task's storage (a helper call, some 50 ns).
+#[derive(Clone, Copy)]
+pub struct Caller {
+    pub process: Counted,
+    /// Null when the thread has no state yet (`in_flight::stash` then makes it).
+    pub thread: *mut Thread,
+}
+
 /// The process making the current call, if its calls are counted: for a process of the
 /// target, one lookup; for any other, one load (`may_count`).
-pub fn current() -> Option<Counted> {
+pub fn current() -> Option<Caller> {
     if !may_count() {
         return None;
     }
@@ -155,46 +165,52 @@ pub fn current() -> Option<Counted> {
 /// A thread of a counted process keeps its process in its own state, with the generation
 /// of `TRACED` it was decided in: while no program has changed `TRACED` since, its calls
 /// find their process there, without a lookup of `TRACED`, and with their row's slot.
-pub fn current_handed_over() -> Option<Counted> {
+pub fn current_handed_over() -> Option<Caller> {
     if empty_programs() || stopped() {
         return None;
     }
     let generation = generation();
     let pid = current_tgid();
-    let state = thread::current(false);
-    if !state.is_null() {
+    let thread = thread::current(false);
+    if !thread.is_null() {
         // SAFETY: the thread's own state, valid for this program run (see `thread`).
-        let decided = unsafe { (*state).decided };
+        let decided = unsafe { (*thread).decided };
         if decided.generation == generation && decided.process.key.pid == pid {
-            return Some(decided.process);
+            return Some(Caller {
+                process: decided.process,
+                thread,
+            });
         }
     }
     let (key, lasting) = decide(pid)?;
     if !lasting {
-        return Some(Counted {
-            key,
-            slot: slots::NONE,
+        return Some(Caller {
+            process: Counted {
+                key,
+                slot: slots::NONE,
+            },
+            thread,
         });
     }
     let process = Counted {
         key,
         slot: rows::first_slot(&key),
     };
-    let state = if state.is_null() {
+    let thread = if thread.is_null() {
         thread::current(true)
     } else {
-        state
+        thread
     };
-    if !state.is_null() {
+    if !thread.is_null() {
         // SAFETY: as above.
         unsafe {
-            (*state).decided = Decided {
+            (*thread).decided = Decided {
                 process,
                 generation,
             }
         };
     }
-    Some(process)
+    Some(Caller { process, thread })
 }
 
 /// Whether the current process may be counted: false only when it surely is not, from its
@@ -334,11 +350,11 @@ pub fn process_exec(ctx: &TracePointContext, exec_of: &mut u32) -> Result<(), u3
     {
         trace_process(target, comm);
     }
-    if let Some(process) = current() {
-        if note_exe(ctx, process.key).is_none() {
+    if let Some(caller) = current() {
+        if note_exe(ctx, caller.process.key).is_none() {
             crate::failures::failed(failure::EXEC_FILENAME);
         }
-        *exec_of = process.key.pid;
+        *exec_of = caller.process.key.pid;
     }
     let offset = global(&EXEC_OLD_PID_OFFSET) as usize;
     // SAFETY: the loader read the offset of old_pid from this kernel's format file.
