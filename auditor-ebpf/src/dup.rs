@@ -50,6 +50,8 @@ impl Call for PendingDup {
     }
 }
 
+// Inlined: as a function of its own, the compiler left a pointer to its stack in r0 when
+// it returned, which the verifier refuses ("cannot return stack pointer to the caller").
 #[inline(always)]
 fn enter(syscall: Syscall, args: [u32; 3]) {
     let Some(caller) = target::current() else {

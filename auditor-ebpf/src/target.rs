@@ -142,7 +142,8 @@ fn current_tgid() -> u32 {
 
 /// A call of a counted process, as [`current`] found it: its process, and the calling
 /// thread's state when it has one, so that an entry leaves its call in flight there
-/// without a second lookup of the task's storage (a helper call, some 50 ns).
+/// without a second lookup of the task's storage (a helper call: see "What a helper call
+/// costs" in docs/benchmarks.md).
 #[derive(Clone, Copy)]
 pub struct Caller {
     pub process: Counted,
