@@ -107,8 +107,9 @@ pub fn fd_file(fd: u32) -> Option<FdFile> {
 }
 
 /// The `u32` at a kernel `address` (a file's f_mode: a pointer read from the fd array
-/// is no BTF-typed object).
-#[inline(never)]
+/// is no BTF-typed object). Inlined, as `read_word`: a call of a BPF function costs some
+/// 15 ns here, its return going through the kernel's return thunk (docs/benchmarks.md).
+#[inline(always)]
 fn read_u32(address: u64) -> Option<u32> {
     // SAFETY: bpf_probe_read_kernel checks the address; a fault is an Err.
     unsafe { bpf_probe_read_kernel(address as *const u32) }.ok()
@@ -155,7 +156,7 @@ pub fn max_fds() -> Option<u32> {
 
 /// The word at `address`, at a variable index into a bitmap: the verifier checks BTF loads
 /// at constant offsets only, so this one is a probe read.
-#[inline(never)]
+#[inline(always)]
 fn read_word(address: u64) -> Option<u64> {
     // SAFETY: bpf_probe_read_kernel checks the address; a fault is an Err.
     unsafe { bpf_probe_read_kernel(address as *const u64) }.ok()
