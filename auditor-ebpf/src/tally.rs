@@ -87,8 +87,6 @@ impl Row {
     /// its row in the spill when the kernel could not allocate one; the unattributed row
     /// when the table (or the spill) is full. None only if the maps are missing, which
     /// cannot happen.
-    // Inlined: on every exit's way; a BPF call costs some 15 ns here (see `task::read_u32`).
-    #[inline(always)]
     pub fn of(process: &ProcessKey, slot: u32) -> Option<Row> {
         Some(Row {
             counts: row_of(process, slot)?,
