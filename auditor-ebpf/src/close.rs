@@ -26,7 +26,7 @@ struct PendingClose {
 }
 
 impl PendingClose {
-    // Inlined: on close's exit's way (see `task::read_u32`).
+    // Inlined: on close's exit's way (see `task::read_kernel`).
     #[inline(always)]
     fn record(&self, row: &mut Row) {
         fd::close_flush(row, FdFile::from_u32(self.file));

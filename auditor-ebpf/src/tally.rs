@@ -87,12 +87,30 @@ impl Row {
     /// its row in the spill when the kernel could not allocate one; the unattributed row
     /// when the table (or the spill) is full. None only if the maps are missing, which
     /// cannot happen.
+    ///
+    /// A row found in its slot is found inline, the rest in [`Row::by_lookup`]: a call of
+    /// a BPF function costs some 15 ns here (docs/benchmarks.md).
+    #[inline(always)]
     pub fn of(process: &ProcessKey, slot: u32) -> Option<Row> {
-        Some(Row {
-            counts: row_of(process, slot)?,
+        match rows::row(slot) {
+            Some(counts) => Some(Row::in_slot(process, counts)),
+            None => Row::by_lookup(process, slot),
+        }
+    }
+
+    #[inline(always)]
+    fn in_slot(process: &ProcessKey, counts: *mut SiteCounts) -> Row {
+        Row {
+            counts,
             process: *process,
             rare_sites: stacks::begin_call(),
-        })
+        }
+    }
+
+    /// [`Row::of`] for a process whose row is not in `slot`.
+    #[inline(never)]
+    fn by_lookup(process: &ProcessKey, slot: u32) -> Option<Row> {
+        Some(Row::in_slot(process, row_of(process, slot)?))
     }
 
     /// The row of the process `target::current` found.

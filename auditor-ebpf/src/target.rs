@@ -166,6 +166,11 @@ pub fn current() -> Option<Caller> {
 /// A thread of a counted process keeps its process in its own state, with the generation
 /// of `TRACED` it was decided in: while no program has changed `TRACED` since, its calls
 /// find their process there, without a lookup of `TRACED`, and with their row's slot.
+///
+/// Inlined, that way only: a call of a BPF function costs some 15 ns here (docs/
+/// benchmarks.md), and every entry and poll's exit take it; the way of a decision anew
+/// (`decided_anew`) stays a function of its own.
+#[inline(always)]
 pub fn current_handed_over() -> Option<Caller> {
     if empty_programs() || stopped() {
         return None;
@@ -183,6 +188,13 @@ pub fn current_handed_over() -> Option<Caller> {
             });
         }
     }
+    decided_anew(pid, generation, thread)
+}
+
+/// [`current_handed_over`] for a thread whose state holds no decision on `pid` in this
+/// `generation` of `TRACED`: decided from the targets, and kept in its state when lasting.
+#[inline(never)]
+fn decided_anew(pid: u32, generation: u64, thread: *mut Thread) -> Option<Caller> {
     let (key, lasting) = decide(pid)?;
     if !lasting {
         return Some(Caller {

@@ -96,23 +96,14 @@ pub fn fd_file(fd: u32) -> Option<FdFile> {
         return Some(FdFile::NotOpen);
     }
     let array: u64 = fdt.load(offsets.fdt_fd);
-    let file = read_word(array + u64::from(fd) * 8)?;
+    let file = read_kernel::<u64>(array + u64::from(fd) * 8)?;
     if file == 0 {
         return Some(FdFile::NotOpen);
     }
-    let mode = read_u32(file + u64::from(offsets.file_f_mode))?;
+    let mode = read_kernel::<u32>(file + u64::from(offsets.file_f_mode))?;
     Some(FdFile::Open {
         path_only: mode & fd::FMODE_PATH != 0,
     })
-}
-
-/// The `u32` at a kernel `address` (a file's f_mode: a pointer read from the fd array
-/// is no BTF-typed object). Inlined, as `read_word`: a call of a BPF function costs some
-/// 15 ns here, its return going through the kernel's return thunk (docs/benchmarks.md).
-#[inline(always)]
-fn read_u32(address: u64) -> Option<u32> {
-    // SAFETY: bpf_probe_read_kernel checks the address; a fault is an Err.
-    unsafe { bpf_probe_read_kernel(address as *const u32) }.ok()
 }
 
 /// `atomic_read(&current->signal->live) == 0`: every task of the current thread group has
@@ -154,12 +145,15 @@ pub fn max_fds() -> Option<u32> {
     Some(fdt.load(offsets.fdt_max_fds))
 }
 
-/// The word at `address`, at a variable index into a bitmap: the verifier checks BTF loads
-/// at constant offsets only, so this one is a probe read.
+/// The `T` at a kernel `address` that is no BTF-typed object the verifier checks loads
+/// from: a word at a variable index into a bitmap or the fd array (BTF loads are checked at
+/// constant offsets only), a file's f_mode behind a pointer read from that array. Inlined:
+/// a call of a BPF function costs some 15 ns here, its return going through the kernel's
+/// return thunk (docs/benchmarks.md).
 #[inline(always)]
-fn read_word(address: u64) -> Option<u64> {
+fn read_kernel<T>(address: u64) -> Option<T> {
     // SAFETY: bpf_probe_read_kernel checks the address; a fault is an Err.
-    unsafe { bpf_probe_read_kernel(address as *const u64) }.ok()
+    unsafe { bpf_probe_read_kernel(address as *const T) }.ok()
 }
 
 /// The highest open fd's word, searched from the top of `open_fds`.
@@ -214,7 +208,7 @@ extern "C" fn last_word(index: u32, context: *mut c_void) -> i64 {
     let Some(word) = state.words.checked_sub(index + 1) else {
         return 1;
     };
-    match read_word(state.open_fds + u64::from(word) * 8) {
+    match read_kernel::<u64>(state.open_fds + u64::from(word) * 8) {
         None => {
             state.failed = 1;
             1
@@ -241,7 +235,7 @@ pub fn dup_table(oldfd: u32) -> Option<DupTable> {
     let nofile: u64 = signal.load(offsets.signal_nofile);
     let oldfd_open = if oldfd < max_fds {
         let open_fds: u64 = fdt.load(offsets.fdt_open_fds);
-        let word = read_word(open_fds + u64::from(oldfd / 64) * 8)?;
+        let word = read_kernel::<u64>(open_fds + u64::from(oldfd / 64) * 8)?;
         word >> (oldfd % 64) & 1
     } else {
         0
@@ -267,7 +261,7 @@ pub fn alloc_start(start: u32) -> Option<AllocStart> {
     let end: u64 = signal.load(offsets.signal_nofile);
     let word = if fd0 < max_fds {
         let open_fds: u64 = fdt.load(offsets.fdt_open_fds);
-        read_word(open_fds + u64::from(fd0 / 64) * 8)?
+        read_kernel::<u64>(open_fds + u64::from(fd0 / 64) * 8)?
     } else {
         0
     };
