@@ -152,7 +152,9 @@ pub struct Caller {
 }
 
 /// The process making the current call, if its calls are counted: for a process of the
-/// target, one lookup; for any other, one load (`may_count`).
+/// target, one lookup; for any other, one load (`may_count`). Inlined, as
+/// [`current_handed_over`].
+#[inline(always)]
 pub fn current() -> Option<Caller> {
     if !may_count() {
         return None;
