@@ -35,14 +35,11 @@ static CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SYSCALL_COUNT as 
 /// What a map update returns when the map holds its maximum of entries.
 const E2BIG: i32 = 7;
 
-/// This CPU's copy of the row `key`'s counts go to (see [`Row::of`]). A row is a value
-/// of `rows::ROWS` or of `COUNTS`, and of no third map: the verifier walks the rest of
-/// every program once for each map a row may come from.
+/// This CPU's copy of the row `key`'s counts go to when it has none in a slot (see
+/// [`Row::of`]). A row is a value of `rows::ROWS` or of `COUNTS`, and of no third map: the
+/// verifier walks the rest of every program once for each map a row may come from.
 #[inline(always)]
-fn row_of(key: &ProcessKey, slot: u32) -> Option<*mut SiteCounts> {
-    if let Some(counts) = rows::row(slot) {
-        return Some(counts);
-    }
+fn row_by_key(key: &ProcessKey) -> Option<*mut SiteCounts> {
     if let Some(counts) = COUNTS.get_ptr_mut(key) {
         return Some(counts);
     }
@@ -93,13 +90,13 @@ impl Row {
     #[inline(always)]
     pub fn of(process: &ProcessKey, slot: u32) -> Option<Row> {
         match rows::row(slot) {
-            Some(counts) => Some(Row::in_slot(process, counts)),
-            None => Row::by_lookup(process, slot),
+            Some(counts) => Some(Row::with_counts(process, counts)),
+            None => Row::by_lookup(process),
         }
     }
 
     #[inline(always)]
-    fn in_slot(process: &ProcessKey, counts: *mut SiteCounts) -> Row {
+    fn with_counts(process: &ProcessKey, counts: *mut SiteCounts) -> Row {
         Row {
             counts,
             process: *process,
@@ -107,10 +104,10 @@ impl Row {
         }
     }
 
-    /// [`Row::of`] for a process whose row is not in `slot`.
+    /// [`Row::of`] for a process whose row is in no slot: by key.
     #[inline(never)]
-    fn by_lookup(process: &ProcessKey, slot: u32) -> Option<Row> {
-        Some(Row::in_slot(process, row_of(process, slot)?))
+    fn by_lookup(process: &ProcessKey) -> Option<Row> {
+        Some(Row::with_counts(process, row_by_key(process)?))
     }
 
     /// The row of the process `target::current` found.
