@@ -12,7 +12,9 @@ use crate::workload::{
 };
 
 /// `select:CALLS:N[:TIMEOUT_MS[:FDS]]`, `pselect6:…`: the read set holds fds
-/// 3..min(N, FDS).
+/// 3..min(N, FDS). `select-frame:CALLS:N[:TIMEOUT_MS]`, `pselect6-frame:…`: the three
+/// sets hold fds 3..N between them, side by side with the timeout (and pselect6's argpack
+/// and signal mask) in one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SelectCalls {
     pub syscall: Syscall,
@@ -20,6 +22,25 @@ pub struct SelectCalls {
     pub n: i32,
     pub timeout_ms: i32,
     pub fds: i32,
+    /// The three sets and the timeout are one frame's locals, as programs keep them; the
+    /// plain steps pass a read set alone, on the heap, far from the timeout on the stack.
+    pub frame: bool,
+}
+
+/// The most fds a `-frame` step's sets hold: `FD_SETSIZE`, as a program's `fd_set`s.
+const FRAME_FDS: i32 = 1024;
+const FRAME_WORDS: usize = FRAME_FDS as usize / 64;
+
+/// A `-frame` step's locals, side by side as a C function's.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Frame {
+    sets: [[u64; FRAME_WORDS]; 3],
+    timeval: libc::timeval,
+    timespec: libc::timespec,
+    /// pselect6's `{ const sigset_t *ss; size_t ss_len; }` and the (empty) mask.
+    argpack: [u64; 2],
+    mask: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +56,13 @@ pub enum Select {
         calls: u32,
         n: i32,
     },
+    /// `select-frame-efault:CALLS:N`: the read set, holding fd 0, ends a readable page
+    /// and the timeout starts the next one, which is not (EFAULT): what lies between them
+    /// cannot be read whole, each can be read alone.
+    FrameFault {
+        calls: u32,
+        n: i32,
+    },
     /// `select-ebadf:CALLS`: the set names an fd that is not open (EBADF).
     BadFd {
         calls: u32,
@@ -47,7 +75,7 @@ impl Select {
         match *self {
             Select::Calls(calls) => calls.n.min(calls.fds),
             Select::Sparse { n, .. } => n,
-            Select::Fault { .. } | Select::BadFd { .. } => 0,
+            Select::Fault { .. } | Select::FrameFault { .. } | Select::BadFd { .. } => 0,
         }
     }
 }
@@ -62,6 +90,13 @@ pub const FORMS: &[Form] = &[
                negative means none (NULL)",
     },
     Form {
+        kinds: &["select-frame", "pselect6-frame"],
+        fields: "CALLS:N[:TIMEOUT_MS]",
+        does: "calls with `n` up to 1024 whose read, write and except sets hold fds 3..N \
+               between them, side by side with the timeout (and pselect6's signal mask) in \
+               one frame, as programs keep them",
+    },
+    Form {
         kinds: &["select-sparse"],
         fields: "CALLS:N",
         does: "selects with `n` whose read set holds only fd N - 1",
@@ -70,6 +105,12 @@ pub const FORMS: &[Form] = &[
         kinds: &["select-efault"],
         fields: "CALLS:N",
         does: "selects whose timeout is unmapped (EFAULT, undecidable)",
+    },
+    Form {
+        kinds: &["select-frame-efault"],
+        fields: "CALLS:N",
+        does: "selects with `n` up to 1024 whose read set, holding fd 0, ends a readable \
+               page and whose timeout starts an unreadable one (EFAULT, undecidable)",
     },
     Form {
         kinds: &["select-ebadf"],
@@ -84,16 +125,21 @@ pub const FORMS: &[Form] = &[
 pub const CASES: &[Case] = &[Case::new(
     "select sites",
     "select:4:-1 select:3:70 select:2:70:-1 pselect6:5:70:5 pselect6:1:-1 select:2:5000:0:100 \
-     pselect6:1:400 select-sparse:2:300 select-ebadf:6 select-efault:2:9 select-efault:1:-1",
+     pselect6:1:400 select-sparse:2:300 select-ebadf:6 select-efault:2:9 select-efault:1:-1 \
+     select-frame:3:70 select-frame:2:9:-1 pselect6-frame:4:200:5 select-frame-efault:3:200",
 )];
 
 impl Family for Select {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Select>, StepError> {
         Ok(Some(match kind {
-            "select" | "pselect6" => {
+            "select" | "pselect6" | "select-frame" | "pselect6-frame" => {
                 let n: i32 = f.number(1, None)?;
+                let frame = kind.ends_with("-frame");
+                if frame && n > FRAME_FDS {
+                    return Err(f.error("N must be at most 1024 (FD_SETSIZE) in a frame"));
+                }
                 Select::Calls(SelectCalls {
-                    syscall: if kind == "select" {
+                    syscall: if kind.starts_with("select") {
                         Syscall::Select
                     } else {
                         Syscall::Pselect6
@@ -101,7 +147,8 @@ impl Family for Select {
                     calls: f.number(0, None)?,
                     n,
                     timeout_ms: f.number(2, Some(0))?,
-                    fds: f.number(3, Some(n))?,
+                    fds: if frame { n } else { f.number(3, Some(n))? },
+                    frame,
                 })
             }
             "select-sparse" => {
@@ -118,6 +165,16 @@ impl Family for Select {
                 calls: f.number(0, None)?,
                 n: f.number(1, None)?,
             },
+            "select-frame-efault" => {
+                let n: i32 = f.number(1, None)?;
+                if !(1..=FRAME_FDS).contains(&n) {
+                    return Err(f.error("N must be 1 to 1024 (FD_SETSIZE) in a frame"));
+                }
+                Select::FrameFault {
+                    calls: f.number(0, None)?,
+                    n,
+                }
+            }
             "select-ebadf" => Select::BadFd {
                 calls: f.number(0, None)?,
             },
@@ -127,7 +184,9 @@ impl Family for Select {
 
     fn run(&self, fds: &Fds) -> Result<()> {
         match *self {
+            Select::Calls(calls) if calls.frame => run_frame(fds, calls),
             Select::Calls(calls) => run_select(fds, calls),
+            Select::FrameFault { calls, n } => run_frame_fault(calls, n),
             Select::Sparse { calls, n } => {
                 let mut set = vec![0u64; (n as usize).div_ceil(64)];
                 set[(n as usize - 1) / 64] |= 1 << ((n - 1) % 64);
@@ -188,6 +247,7 @@ impl Family for Select {
                 n,
                 timeout_ms,
                 fds,
+                frame: _,
             }) => {
                 let calls = u64::from(calls);
                 e.calls[syscall] += calls;
@@ -222,11 +282,16 @@ impl Family for Select {
                 e.add(Site::SelectWordEmpty, before * calls, calls, 0);
                 e.lookups(calls, shared);
             }
-            Select::Fault { calls, n } => {
+            Select::Fault { calls, n } | Select::FrameFault { calls, n } => {
                 let calls = u64::from(calls);
                 e.calls[Syscall::Select] += calls;
                 // EFAULT from the timeout copy: whether core_sys_select ran is unknown.
                 e.add(Site::SelectNNegative, 0, 0, calls);
+                if matches!(self, Select::FrameFault { .. }) {
+                    // The set read alone: one word up to fd 0, one fd, neither decided.
+                    e.add(Site::SelectWordEmpty, 0, 0, calls);
+                    e.add(Site::FgetTableShared, 0, 0, calls);
+                }
                 if n >= 0 {
                     for site in [
                         Site::SelectNClamped,
@@ -268,6 +333,7 @@ fn run_select(fds: &Fds, step: SelectCalls) -> Result<()> {
         n,
         timeout_ms,
         fds: set_below,
+        frame: _,
     } = step;
     let words = (n.max(0) as usize).div_ceil(64);
     let mut template = vec![0u64; words.max(1)];
@@ -305,11 +371,131 @@ fn run_select(fds: &Fds, step: SelectCalls) -> Result<()> {
     })
 }
 
+/// A `-frame` step: the sets, the timeout, pselect6's argpack and mask copied into one
+/// local before each call (select overwrites the sets), as a program's locals. The pool's
+/// fds below n go to the read set and the write set by turns, the first also to the
+/// except set, so that a set read from the wrong place changes what is counted.
+fn run_frame(fds: &Fds, step: SelectCalls) -> Result<()> {
+    let mut template = Frame {
+        sets: [[0; FRAME_WORDS]; 3],
+        timeval: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        timespec: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        argpack: [0, 8],
+        mask: 0,
+    };
+    let named: Vec<_> = fds.pool.iter().filter(|&&fd| fd < step.n).collect();
+    for (i, &&fd) in named.iter().enumerate() {
+        let (word, bit) = (fd as usize / 64, 1 << (fd % 64));
+        template.sets[i % 2][word] |= bit;
+        if i == 0 {
+            template.sets[2][word] |= bit;
+        }
+    }
+    let timeout = timespec(step.timeout_ms);
+    if let Some(timeout) = timeout {
+        template.timespec = timeout;
+        template.timeval = libc::timeval {
+            tv_sec: timeout.tv_sec,
+            tv_usec: timeout.tv_nsec / 1000,
+        };
+    }
+    let errno = (step.n < 0).then_some(libc::EINVAL);
+    repeat(step.calls, errno, || {
+        let mut frame = template;
+        frame.argpack[0] = &raw const frame.mask as u64;
+        let [read, write, except] = &mut frame.sets;
+        let sets = [read, write, except].map(|set| set.as_mut_ptr());
+        // SAFETY: each set holds 1024 bits, n is at most 1024; the timeouts, argpack and
+        // mask live across the call.
+        unsafe {
+            if step.syscall == Syscall::Select {
+                let timeval = match timeout {
+                    Some(_) => &raw mut frame.timeval,
+                    None => std::ptr::null_mut(),
+                };
+                libc::syscall(libc::SYS_select, step.n, sets[0], sets[1], sets[2], timeval)
+            } else {
+                let timespec = match timeout {
+                    Some(_) => &raw mut frame.timespec,
+                    None => std::ptr::null_mut(),
+                };
+                libc::syscall(
+                    libc::SYS_pselect6,
+                    step.n,
+                    sets[0],
+                    sets[1],
+                    sets[2],
+                    timespec,
+                    &raw const frame.argpack,
+                )
+            }
+        }
+    })
+}
+
+/// `select-frame-efault`: the read set at the end of a readable page, the timeout at the
+/// start of the next, which is mapped but not readable.
+fn run_frame_fault(calls: u32, n: i32) -> Result<()> {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    // SAFETY: a fresh anonymous mapping of two pages, unmapped below.
+    let pages = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            2 * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if pages == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    let base = pages as usize;
+    let result = (|| {
+        // SAFETY: the second page of the mapping.
+        let locked = unsafe { libc::mprotect((base + page) as *mut _, page, libc::PROT_NONE) };
+        if locked != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let bytes = (n as usize).div_ceil(64) * 8;
+        let set = (base + page - bytes) as *mut u64;
+        // SAFETY: the set's words lie in the first page: fd 0 only.
+        unsafe {
+            std::ptr::write_bytes(set, 0, bytes / 8);
+            *set = 1;
+        }
+        let timeout = (base + page) as *mut libc::timeval;
+        repeat(calls, Some(libc::EFAULT), || {
+            let null = std::ptr::null_mut::<libc::c_void>();
+            // SAFETY: the kernel copies the timeout first and fails with EFAULT.
+            unsafe { libc::syscall(libc::SYS_select, n, set, null, null, timeout) }
+        })
+    })();
+    // SAFETY: the mapping made above, used by nothing else.
+    unsafe { libc::munmap(pages, 2 * page) };
+    result
+}
+
 impl fmt::Display for Select {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Select::Calls(step) => {
-                write!(f, "{}:{}:{}", step.syscall.name(), step.calls, step.n)?;
+                let frame = if step.frame { "-frame" } else { "" };
+                write!(
+                    f,
+                    "{}{frame}:{}:{}",
+                    step.syscall.name(),
+                    step.calls,
+                    step.n
+                )?;
                 if step.fds != step.n {
                     write!(f, ":{}:{}", step.timeout_ms, step.fds)
                 } else {
@@ -318,6 +504,7 @@ impl fmt::Display for Select {
             }
             Select::Sparse { calls, n } => write!(f, "select-sparse:{calls}:{n}"),
             Select::Fault { calls, n } => write!(f, "select-efault:{calls}:{n}"),
+            Select::FrameFault { calls, n } => write!(f, "select-frame-efault:{calls}:{n}"),
             Select::BadFd { calls } => write!(f, "select-ebadf:{calls}"),
         }
     }
