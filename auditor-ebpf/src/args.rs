@@ -44,30 +44,48 @@ pub fn read_user<T>(address: u64) -> Option<T> {
     unsafe { bpf_probe_read_user(address as *const T) }.ok()
 }
 
+/// Two words of user memory read alone.
+fn read_pair(address: u64) -> Option<[u64; 2]> {
+    read_user::<[u64; 2]>(address)
+}
+
 /// A `struct __kernel_timespec *` timeout (NULL: none).
 pub fn timespec(address: u64) -> Timeout {
+    timespec_read(address, read_pair)
+}
+
+/// [`timespec`], its two words read by `read`.
+#[inline(always)]
+pub fn timespec_read(address: u64, read: impl FnOnce(u64) -> Option<[u64; 2]>) -> Timeout {
     if address == 0 {
         return Timeout::Infinite;
     }
-    match read_user::<[i64; 2]>(address) {
-        Some([sec, nsec]) => Timeout::from_timespec(sec, nsec),
+    match read(address) {
+        Some([sec, nsec]) => Timeout::from_timespec(sec as i64, nsec as i64),
         None => Timeout::Unreadable,
     }
 }
 
-/// A `struct timeval *` timeout (NULL: none).
-pub fn timeval(address: u64) -> Timeout {
+/// A `struct timeval *` timeout (NULL: none), its two words read by `read`.
+#[inline(always)]
+pub fn timeval_read(address: u64, read: impl FnOnce(u64) -> Option<[u64; 2]>) -> Timeout {
     if address == 0 {
         return Timeout::Infinite;
     }
-    match read_user::<[i64; 2]>(address) {
-        Some([sec, usec]) => Timeout::from_timeval(sec, usec),
+    match read(address) {
+        Some([sec, usec]) => Timeout::from_timeval(sec as i64, usec as i64),
         None => Timeout::Unreadable,
     }
 }
 
 /// `set_user_sigmask(set, size)`.
 pub fn sigmask(set: u64, size: u64) -> Prelude {
-    let readable = set != 0 && read_user::<u64>(set).is_some();
+    sigmask_read(set, size, |set| read_user::<u64>(set).is_some())
+}
+
+/// [`sigmask`], whether the set is readable told by `readable`.
+#[inline(always)]
+pub fn sigmask_read(set: u64, size: u64, readable: impl FnOnce(u64) -> bool) -> Prelude {
+    let readable = set != 0 && readable(set);
     Prelude::sigmask(set, size, readable)
 }

@@ -23,6 +23,7 @@ mod in_flight;
 mod poll;
 mod rows;
 mod select;
+mod span;
 mod stacks;
 mod tally;
 mod target;

@@ -20,6 +20,7 @@ use aya_ebpf::{
 use crate::{
     arg, args, exit_ret,
     in_flight::{self, Call, Kind},
+    span::{self, Spanned},
     tally,
     tally::Row,
     target,
@@ -66,15 +67,17 @@ struct Entry {
     n: u64,
     /// `inp`, `outp` and `exp`.
     sets: [u64; 3],
-    timeout: Timeout,
-    /// The timeout's check and, for pselect6, the signal mask's.
-    prelude: Prelude,
+    /// The timeout: a `struct timeval *` for select, a `struct __kernel_timespec *` for
+    /// pselect6.
+    timeout: u64,
+    /// pselect6's `{ const sigset_t *ss; size_t ss_len; }` (0 for select).
+    argpack: u64,
+    syscall: Syscall,
 }
 
 #[tracepoint(category = "syscalls", name = "sys_enter_select")]
 pub fn select_enter(ctx: TracePointContext) -> u32 {
     if let Some(caller) = target::current() {
-        let timeout = args::timeval(arg!(&ctx, Select, "tvp"));
         let entry = Entry {
             n: arg!(&ctx, Select, "n"),
             sets: [
@@ -82,8 +85,9 @@ pub fn select_enter(ctx: TracePointContext) -> u32 {
                 arg!(&ctx, Select, "outp"),
                 arg!(&ctx, Select, "exp"),
             ],
-            timeout,
-            prelude: timeout.prelude(),
+            timeout: arg!(&ctx, Select, "tvp"),
+            argpack: 0,
+            syscall: Syscall::Select,
         };
         enter(&caller, &entry);
     }
@@ -99,9 +103,6 @@ pub fn select_exit(ctx: TracePointContext) -> u32 {
 #[tracepoint(category = "syscalls", name = "sys_enter_pselect6")]
 pub fn pselect6_enter(ctx: TracePointContext) -> u32 {
     if let Some(caller) = target::current() {
-        let timeout = args::timespec(arg!(&ctx, Pselect6, "tsp"));
-        // `sig` points to `{ const sigset_t *ss; size_t ss_len; }`.
-        let sigmask = sigmask_prelude(arg!(&ctx, Pselect6, "sig"));
         let entry = Entry {
             n: arg!(&ctx, Pselect6, "n"),
             sets: [
@@ -109,8 +110,9 @@ pub fn pselect6_enter(ctx: TracePointContext) -> u32 {
                 arg!(&ctx, Pselect6, "outp"),
                 arg!(&ctx, Pselect6, "exp"),
             ],
-            timeout,
-            prelude: sigmask.and(timeout.prelude()),
+            timeout: arg!(&ctx, Pselect6, "tsp"),
+            argpack: arg!(&ctx, Pselect6, "sig"),
+            syscall: Syscall::Pselect6,
         };
         enter(&caller, &entry);
     }
@@ -123,31 +125,60 @@ pub fn pselect6_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// pselect6's argpack copy (EFAULT) and `set_user_sigmask()`.
-fn sigmask_prelude(argpack: u64) -> Prelude {
-    if argpack == 0 {
-        return Prelude::Passes;
+/// The entry point's checks before `core_sys_select`: the timeout's copy and value, and
+/// for pselect6 the argpack's copy (EFAULT) and `set_user_sigmask()`; with the timeout.
+fn prelude(entry: &Entry, spanned: &Spanned) -> (Prelude, Timeout) {
+    let pair = |address| spanned.user_words::<2>(address);
+    if entry.syscall == Syscall::Select {
+        let timeout = args::timeval_read(entry.timeout, pair);
+        return (timeout.prelude(), timeout);
     }
-    match args::read_user::<[u64; 2]>(argpack) {
-        Some([set, size]) => args::sigmask(set, size),
-        None => Prelude::Unknown,
-    }
+    let timeout = args::timespec_read(entry.timeout, pair);
+    let sigmask = if entry.argpack == 0 {
+        Prelude::Passes
+    } else {
+        match pair(entry.argpack) {
+            Some([set, size]) => {
+                args::sigmask_read(set, size, |set| spanned.user_words::<1>(set).is_some())
+            }
+            None => Prelude::Unknown,
+        }
+    };
+    (sigmask.and(timeout.prelude()), timeout)
 }
 
-/// Leaves the call in flight, then reads its sets into it: nothing the entry found before
-/// (the thread's state found or made, the row's slot) is live across the walk's loop,
-/// whose callback the verifier would check again for each way it was reached. Without
-/// memory for the thread's state the call is unfollowed, its sets unread (unreadable).
+/// Reads what the call points to (its timeout, pselect6's argpack and mask, the sets
+/// `do_select` will walk: `select_user_memory`), leaves the call in flight, then reads its
+/// sets into it. Nothing the entry found before (the thread's state found or made, the
+/// row's slot) is live across the walk's loop, whose callback the verifier would check
+/// again for each way it was reached. Without memory for the thread's state the call is
+/// unfollowed, its sets unread (unreadable).
 fn enter(caller: &Caller, entry: &Entry) {
     let n = select::n_from_arg(entry.n);
     let max_fds = task::max_fds().unwrap_or(0);
+    let used_n = (n >= 0 && max_fds != 0).then(|| select::used_n(n, max_fds));
+    let Some(state) = SET_WALK.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's walk state; programs on syscall tracepoints run with preemption
+    // off, so it is not shared.
+    unsafe {
+        (*state).sets = entry.sets;
+        (*state).timeout = entry.timeout;
+        (*state).argpack = entry.argpack;
+        (*state).is_select = u32::from(entry.syscall == Syscall::Select);
+        (*state).words = used_n.map_or(0, SetScan::words);
+    }
+    let read = select_user_memory();
+    let prelude = Prelude::from_u32((read >> 8) as u32 & 0xff);
+    let timeout = Timeout::from_u32(read as u32 & 0xff);
     let Some(record) = in_flight::stash(
         &PendingSelect {
             process: caller.process.key,
             max_fds,
             n: entry.n,
-            prelude: entry.prelude,
-            timeout: entry.timeout,
+            prelude,
+            timeout,
             sets_read: 0,
             scan: SetScan::default(),
         },
@@ -155,9 +186,8 @@ fn enter(caller: &Caller, entry: &Entry) {
     ) else {
         return;
     };
-    if n >= 0
-        && max_fds != 0
-        && let Some(scan) = read_sets(&entry.sets, select::used_n(n, max_fds))
+    if let Some(used_n) = used_n
+        && let Some(scan) = read_sets(used_n)
     {
         // SAFETY: the record just left in the thread's state (see `in_flight::stash`).
         unsafe {
@@ -165,6 +195,57 @@ fn enter(caller: &Caller, entry: &Entry) {
             (*record).sets_read = 1;
         }
     }
+}
+
+/// What select's entry reads of user memory, from the call's arguments in `SET_WALK`: the
+/// span they lie in, read at once where it can be (`span`); where each set's words are
+/// to be read from (`SetWalk::sources`); and the entry point's checks and the timeout,
+/// returned as `prelude << 8 | timeout`. A global function, which the verifier checks once
+/// on its own: checked as part of its caller, each way through the reads (from the span,
+/// alone, unreadable) walked the rest of the program again.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn select_user_memory() -> u64 {
+    const UNREAD: u64 = (Prelude::Unknown as u64) << 8 | Timeout::Unreadable as u64;
+    let Some(state) = SET_WALK.get_ptr_mut(0) else {
+        return UNREAD;
+    };
+    // SAFETY: this CPU's walk state; see `enter`.
+    let state = unsafe { &mut *state };
+    let set_bytes = u64::from(state.words) * 8;
+    let entry = Entry {
+        // Not needed here: `words` is the sets' size.
+        n: 0,
+        sets: state.sets,
+        timeout: state.timeout,
+        argpack: state.argpack,
+        syscall: if state.is_select != 0 {
+            Syscall::Select
+        } else {
+            Syscall::Pselect6
+        },
+    };
+    let spanned = span::read(&[
+        (entry.timeout, 16),
+        (entry.argpack, 16),
+        (entry.sets[0], set_bytes),
+        (entry.sets[1], set_bytes),
+        (entry.sets[2], set_bytes),
+    ]);
+    // Where each set is read from: the span holds some, read with the rest; the walk's
+    // callback finds a source and a kind of read for every set.
+    state.in_span = 0;
+    for (k, &set) in entry.sets.iter().enumerate() {
+        match span::address(&spanned, set, state.words as usize) {
+            Some(copy) if set != 0 => {
+                state.sources[k] = copy;
+                state.in_span |= 1 << k;
+            }
+            _ => state.sources[k] = set,
+        }
+    }
+    let (prelude, timeout) = prelude(&entry, &spanned);
+    (prelude as u64) << 8 | timeout as u64
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
@@ -196,7 +277,17 @@ struct SetWalk {
     n: u32,
     words: u32,
     readable: u32,
+    /// Bit k: set k is read from the span (`span::address`), not from user memory.
+    in_span: u32,
+    /// The call's timeout and pselect6's argpack (`Entry`), for `select_user_memory`.
+    timeout: u64,
+    argpack: u64,
+    /// 1 for select, 0 for pselect6.
+    is_select: u32,
     _pad: u32,
+    /// Where each set is read from: its user address, or the kernel address of its copy
+    /// in the span.
+    sources: [u64; 3],
     scan: SetScan,
     _pad2: u32,
     buffer: [[u64; WORDS_PER_STEP]; 3],
@@ -206,14 +297,13 @@ struct SetWalk {
 static SET_WALK: PerCpuArray<SetWalk> = PerCpuArray::with_max_entries(1, 0);
 
 /// Reads the fd_sets of a call with `n` fds (after clamping) as `get_fd_set` copies them,
-/// and walks them as `do_select` will; None if any word could not be read.
-fn read_sets(sets: &[u64; 3], n: u32) -> Option<SetScan> {
+/// each from where `select_user_memory` found it, and walks them as `do_select` will; None
+/// if any word could not be read.
+fn read_sets(n: u32) -> Option<SetScan> {
     let state = SET_WALK.get_ptr_mut(0)?;
     let words = SetScan::words(n);
-    // SAFETY: this CPU's walk state; programs on syscall tracepoints run with preemption
-    // off, so it is not shared.
+    // SAFETY: this CPU's walk state; see `enter`.
     unsafe {
-        (*state).sets = *sets;
         (*state).n = n;
         (*state).words = words;
         (*state).readable = 1;
@@ -251,13 +341,16 @@ extern "C" fn set_chunk(index: u32, _context: *mut c_void) -> i64 {
         if set == 0 {
             continue;
         }
-        // SAFETY: the buffer row holds WORDS_PER_STEP words and bytes fits it.
+        let to = state.buffer[k].as_mut_ptr().cast();
+        let from = (state.sources[k] + u64::from(start) * 8) as *const c_void;
+        // SAFETY: the buffer row holds WORDS_PER_STEP words and bytes fits it; the helpers
+        // check the source.
         let read = unsafe {
-            generated::bpf_probe_read_user(
-                state.buffer[k].as_mut_ptr().cast(),
-                bytes as u32,
-                (set + u64::from(start) * 8) as *const c_void,
-            )
+            if state.in_span & (1 << k) != 0 {
+                generated::bpf_probe_read_kernel(to, bytes as u32, from)
+            } else {
+                generated::bpf_probe_read_user(to, bytes as u32, from)
+            }
         };
         if read != 0 {
             state.readable = 0;
