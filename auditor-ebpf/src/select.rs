@@ -2,7 +2,8 @@
 //!
 //! Entry reads what the entry point checks before `core_sys_select` (the timeout and, for
 //! pselect6, the signal-mask argument), the table's `max_fds` and the fd_sets (walked as
-//! `do_select` will, in bulk); exit adds the return value and runs the model.
+//! `do_select` will, in bulk), the user memory in one read where it lies together
+//! (`span`); exit adds the return value and runs the model.
 
 use auditor_common::{
     ProcessKey, Syscall, UNFOLLOWED_RETURN,
