@@ -44,14 +44,9 @@ pub fn read_user<T>(address: u64) -> Option<T> {
     unsafe { bpf_probe_read_user(address as *const T) }.ok()
 }
 
-/// Two words of user memory read alone.
-fn read_pair(address: u64) -> Option<[u64; 2]> {
-    read_user::<[u64; 2]>(address)
-}
-
 /// A `struct __kernel_timespec *` timeout (NULL: none).
 pub fn timespec(address: u64) -> Timeout {
-    timespec_read(address, read_pair)
+    timespec_read(address, read_user::<[u64; 2]>)
 }
 
 /// [`timespec`], its two words read by `read`.

@@ -167,7 +167,7 @@ fn enter(caller: &Caller, entry: &Entry) {
         (*state).sets = entry.sets;
         (*state).timeout = entry.timeout;
         (*state).argpack = entry.argpack;
-        (*state).is_select = u32::from(entry.syscall == Syscall::Select);
+        (*state).syscall = entry.syscall;
         (*state).words = used_n.map_or(0, SetScan::words);
     }
     let read = select_user_memory();
@@ -220,11 +220,7 @@ pub extern "C" fn select_user_memory() -> u64 {
         sets: state.sets,
         timeout: state.timeout,
         argpack: state.argpack,
-        syscall: if state.is_select != 0 {
-            Syscall::Select
-        } else {
-            Syscall::Pselect6
-        },
+        syscall: state.syscall,
     };
     let spanned = span::read(&[
         (entry.timeout, 16),
@@ -283,8 +279,8 @@ struct SetWalk {
     /// The call's timeout and pselect6's argpack (`Entry`), for `select_user_memory`.
     timeout: u64,
     argpack: u64,
-    /// 1 for select, 0 for pselect6.
-    is_select: u32,
+    /// Select or pselect6.
+    syscall: Syscall,
     _pad: u32,
     /// Where each set is read from: its user address, or the kernel address of its copy
     /// in the span.
