@@ -4,7 +4,7 @@ use std::fmt;
 
 use auditor_common::{Site, Syscall};
 
-use super::{Case, Family, Form, pointer, timeout, timespec};
+use super::{Case, Family, Form, SIGSET_SIZE, TimeoutAndMask, timeout};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Prepared, Table},
@@ -12,13 +12,16 @@ use crate::workload::{
 };
 
 /// `epoll_wait:CALLS:MAXEVENTS[:TIMEOUT_MS]`, `epoll_pwait:…`, `epoll_pwait2:…`: waits on
-/// an epoll fd with one ready eventfd (MAXEVENTS <= 0 is refused with EINVAL).
+/// an epoll fd with one ready eventfd (MAXEVENTS <= 0 is refused with EINVAL);
+/// `epoll_pwait-mask:…`, `epoll_pwait2-mask:…` pass an empty signal mask (beside the
+/// timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EpollWaits {
     pub syscall: Syscall,
     pub calls: u32,
     pub maxevents: i32,
     pub timeout_ms: i32,
+    pub mask: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +66,11 @@ pub const FORMS: &[Form] = &[
                EINVAL)",
     },
     Form {
+        kinds: &["epoll_pwait-mask", "epoll_pwait2-mask"],
+        fields: "CALLS:MAXEVENTS[:TIMEOUT_MS]",
+        does: "waits as `epoll_pwait:…` passing an empty signal mask (beside the timeout)",
+    },
+    Form {
         kinds: &["epoll-ebadf"],
         fields: "CALLS",
         does: "epoll_wait on an fd that is not open (EBADF)",
@@ -87,11 +95,14 @@ pub const FORMS: &[Form] = &[
 
 /// The epoll family's cases.
 pub const CASES: &[Case] = &[
-    // epoll.bad_args and epoll.zero_timeout, both ways each, through all three syscalls.
+    // epoll.bad_args and epoll.zero_timeout, both ways each, through all three syscalls;
+    // with a signal mask (beside epoll_pwait2's timeout: read at once) where they return
+    // (strace prints the timeout and mask of an epoll_pwait2 that fails as addresses).
     Case::new(
         "epoll_wait sites",
         "epoll_wait:3:4 epoll_pwait:2:1:-1 epoll_pwait2:2:8:5 epoll_pwait2:1:2 epoll_wait:2:0 \
-         epoll_pwait:1:-3 epoll-ebadf:3",
+         epoll_pwait:1:-3 epoll-ebadf:3 epoll_pwait-mask:2:3 epoll_pwait2-mask:2:4 \
+         epoll_pwait2-mask:1:2:-1",
     ),
     // epoll_ctl.watches_exhausted and epoll_ctl.too_many_paths: adds within the quota,
     // nested or not (neither taken), and the adds past 500 wake-up paths of depth 1 from
@@ -106,15 +117,17 @@ pub const CASES: &[Case] = &[
 impl Family for Epoll {
     fn parse(kind: &str, f: &Fields) -> std::result::Result<Option<Epoll>, StepError> {
         Ok(Some(match kind {
-            "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => Epoll::Wait(EpollWaits {
+            "epoll_wait" | "epoll_pwait" | "epoll_pwait2" | "epoll_pwait-mask"
+            | "epoll_pwait2-mask" => Epoll::Wait(EpollWaits {
                 syscall: match kind {
                     "epoll_wait" => Syscall::EpollWait,
-                    "epoll_pwait" => Syscall::EpollPwait,
+                    "epoll_pwait" | "epoll_pwait-mask" => Syscall::EpollPwait,
                     _ => Syscall::EpollPwait2,
                 },
                 calls: f.number(0, None)?,
                 maxevents: f.number(1, None)?,
                 timeout_ms: f.number(2, Some(0))?,
+                mask: kind.ends_with("-mask"),
             }),
             "epoll_ctl" | "epoll-paths" => {
                 let count: u32 = f.number(0, None)?;
@@ -287,6 +300,7 @@ fn run_epoll(fds: &Fds, waits: EpollWaits) -> Result<()> {
         calls,
         maxevents,
         timeout_ms,
+        mask,
     } = waits;
     let Some(epoll) = fds.epoll else {
         bail!("no epoll fd");
@@ -295,8 +309,10 @@ fn run_epoll(fds: &Fds, waits: EpollWaits) -> Result<()> {
     repeat(calls, errno, || {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; maxevents.max(1) as usize];
         let events = events.as_mut_ptr();
-        let null = std::ptr::null::<libc::c_void>();
-        // SAFETY: the buffer holds maxevents events; the timeout lives across the call.
+        let frame = TimeoutAndMask::new(timeout_ms);
+        let (timespec, mask) = frame.pointers(mask);
+        // SAFETY: the buffer holds maxevents events; the timeout and mask live across the
+        // call.
         unsafe {
             match syscall {
                 Syscall::EpollWait => {
@@ -308,21 +324,18 @@ fn run_epoll(fds: &Fds, waits: EpollWaits) -> Result<()> {
                     events,
                     maxevents,
                     timeout_ms,
-                    null,
-                    8,
+                    mask,
+                    SIGSET_SIZE,
                 ),
-                _ => {
-                    let mut timeout = timespec(timeout_ms);
-                    libc::syscall(
-                        libc::SYS_epoll_pwait2,
-                        epoll,
-                        events,
-                        maxevents,
-                        pointer(&mut timeout),
-                        null,
-                        8,
-                    )
-                }
+                _ => libc::syscall(
+                    libc::SYS_epoll_pwait2,
+                    epoll,
+                    events,
+                    maxevents,
+                    timespec,
+                    mask,
+                    SIGSET_SIZE,
+                ),
             }
         }
     })
@@ -333,8 +346,9 @@ impl fmt::Display for Epoll {
         match *self {
             Epoll::Wait(waits) => write!(
                 f,
-                "{}:{}:{}{}",
+                "{}{}:{}:{}{}",
                 waits.syscall.name(),
+                if waits.mask { "-mask" } else { "" },
                 waits.calls,
                 waits.maxevents,
                 timeout(waits.timeout_ms)

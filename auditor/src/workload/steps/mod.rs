@@ -179,5 +179,76 @@ fn pointer<T>(value: &mut Option<T>) -> *mut T {
     value.as_mut().map_or(std::ptr::null_mut(), |v| v as *mut T)
 }
 
+/// The kernel's `sigset_t` size, as a syscall's `sigsetsize`: a full register (a literal
+/// passed to the variadic `libc::syscall` would be an int, its upper half undefined).
+const SIGSET_SIZE: usize = auditor_common::prelude::SIGSET_SIZE as usize;
+
+/// A timeout and an empty signal mask side by side, as locals of one frame: glibc's ppoll
+/// passes its own copy of the timeout and its caller's mask (OpenSSH's).
+#[repr(C)]
+struct TimeoutAndMask {
+    timespec: libc::timespec,
+    mask: u64,
+}
+
+impl TimeoutAndMask {
+    /// A timeout of `timeout_ms` ([`timespec`]; negative: none, passed as NULL).
+    fn new(timeout_ms: i32) -> TimeoutAndMask {
+        TimeoutAndMask {
+            timespec: timespec(timeout_ms).unwrap_or(libc::timespec {
+                tv_sec: -1,
+                tv_nsec: 0,
+            }),
+            mask: 0,
+        }
+    }
+
+    /// The timeout (NULL for none) and the mask (NULL unless `mask`), for the kernel.
+    fn pointers(&self, mask: bool) -> (*const libc::timespec, *const u64) {
+        let timespec = if self.timespec.tv_sec >= 0 {
+            &raw const self.timespec
+        } else {
+            std::ptr::null()
+        };
+        let mask = if mask {
+            &raw const self.mask
+        } else {
+            std::ptr::null()
+        };
+        (timespec, mask)
+    }
+}
+
 /// An address below `vm.mmap_min_addr`: never mapped.
 const UNMAPPED: usize = 0x10;
+
+/// Runs `f` with the address where a readable page ends and the next, mapped but not
+/// readable, starts: what lies across it can be read only in parts.
+fn with_guard_page<T>(f: impl FnOnce(*mut u8) -> Result<T>) -> Result<T> {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    // SAFETY: a fresh anonymous mapping of two pages, unmapped below.
+    let pages = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            2 * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if pages == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    let guard = pages.cast::<u8>().wrapping_add(page);
+    // SAFETY: the second page of the mapping.
+    let result = if unsafe { libc::mprotect(guard.cast(), page, libc::PROT_NONE) } != 0 {
+        Err(std::io::Error::last_os_error().into())
+    } else {
+        f(guard)
+    };
+    // SAFETY: the mapping made above, used by nothing else.
+    unsafe { libc::munmap(pages, 2 * page) };
+    result
+}

@@ -4,7 +4,7 @@ use std::fmt;
 
 use auditor_common::{Site, Syscall};
 
-use super::{Case, Family, Form, UNMAPPED, pointer, timeout, timespec};
+use super::{Case, Family, Form, UNMAPPED, pointer, timeout, timespec, with_guard_page};
 use crate::workload::{
     Fields, Layout, StepError,
     expected::{Expected, Table},
@@ -442,46 +442,21 @@ fn run_frame(fds: &Fds, step: SelectCalls) -> Result<()> {
 /// `select-frame-efault`: the read set at the end of a readable page, the timeout at the
 /// start of the next, which is mapped but not readable.
 fn run_frame_fault(calls: u32, n: i32) -> Result<()> {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-    // SAFETY: a fresh anonymous mapping of two pages, unmapped below.
-    let pages = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            2 * page,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if pages == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error().into());
-    }
-    let base = pages as usize;
-    let result = (|| {
-        // SAFETY: the second page of the mapping.
-        let locked = unsafe { libc::mprotect((base + page) as *mut _, page, libc::PROT_NONE) };
-        if locked != 0 {
-            return Err(std::io::Error::last_os_error().into());
-        }
+    with_guard_page(|guard| {
         let bytes = (n as usize).div_ceil(64) * 8;
-        let set = (base + page - bytes) as *mut u64;
-        // SAFETY: the set's words lie in the first page: fd 0 only.
+        let set = guard.wrapping_sub(bytes).cast::<u64>();
+        // SAFETY: the set's words lie in the readable page: fd 0 only.
         unsafe {
             std::ptr::write_bytes(set, 0, bytes / 8);
             *set = 1;
         }
-        let timeout = (base + page) as *mut libc::timeval;
+        let timeout = guard.cast::<libc::timeval>();
         repeat(calls, Some(libc::EFAULT), || {
             let null = std::ptr::null_mut::<libc::c_void>();
             // SAFETY: the kernel copies the timeout first and fails with EFAULT.
             unsafe { libc::syscall(libc::SYS_select, n, set, null, null, timeout) }
         })
-    })();
-    // SAFETY: the mapping made above, used by nothing else.
-    unsafe { libc::munmap(pages, 2 * page) };
-    result
+    })
 }
 
 impl fmt::Display for Select {
