@@ -1,11 +1,13 @@
 //! Reading what a syscall passes: the small user structs its arguments point to (timeouts,
 //! signal masks), turned into the shared `auditor-common` terms.
 
-use auditor_common::prelude::{Prelude, Timeout};
+use auditor_common::prelude::{Prelude, SIGSET_SIZE, Timeout};
 use aya_ebpf::helpers::{
     bpf_probe_read_user,
     generated::{bpf_get_current_task_btf, bpf_task_pt_regs},
 };
+
+use crate::span;
 
 /// The current task's user registers (`struct pt_regs`), which hold its syscall's
 /// arguments until the syscall returns (`auditor_common::syscalls::pt_regs`): how an exit
@@ -44,12 +46,55 @@ pub fn read_user<T>(address: u64) -> Option<T> {
     unsafe { bpf_probe_read_user(address as *const T) }.ok()
 }
 
-/// A `struct __kernel_timespec *` timeout (NULL: none).
-pub fn timespec(address: u64) -> Timeout {
-    timespec_read(address, read_user::<[u64; 2]>)
+/// An entry point's checks before the call's body (`Prelude`) and its timeout: packed in
+/// one number, what a global function returns of what it read (`select_user_memory`).
+#[derive(Clone, Copy)]
+pub struct Checks {
+    pub prelude: Prelude,
+    pub timeout: Timeout,
 }
 
-/// [`timespec`], its two words read by `read`.
+impl Checks {
+    /// The two as `prelude << 8 | timeout`.
+    pub const fn packed(self) -> u64 {
+        (self.prelude as u64) << 8 | self.timeout as u64
+    }
+
+    pub const fn unpacked(packed: u64) -> Checks {
+        Checks {
+            prelude: Prelude::from_u32((packed >> 8) as u32 & 0xff),
+            timeout: Timeout::from_u32(packed as u32 & 0xff),
+        }
+    }
+}
+
+/// ppoll's and epoll_pwait2's checks before their bodies: the `struct __kernel_timespec *`
+/// timeout's copy and value (NULL: none), then `set_user_sigmask(set, size)`. Where both
+/// are read they are read at once if they lie together (`span`): glibc's ppoll passes its
+/// own copy of the timeout and its caller's mask, a frame or two apart. Each alone is
+/// read onto the stack, which costs less than a read into the span's map memory (some
+/// 45 ns a read here: docs/benchmarks.md), so one read is never made through the span.
+#[inline(always)]
+pub fn timespec_and_sigmask(timeout: u64, set: u64, size: u64) -> Checks {
+    let (timeout, sigmask) = if timeout != 0 && set != 0 && size == SIGSET_SIZE {
+        let spanned = span::read(&[(timeout, 16), (set, SIGSET_SIZE)]);
+        (
+            timespec_read(timeout, |address| spanned.user_words::<2>(address)),
+            sigmask_read(set, size, |set| spanned.user_words::<1>(set).is_some()),
+        )
+    } else {
+        (
+            timespec_read(timeout, read_user::<[u64; 2]>),
+            sigmask_read(set, size, |set| read_user::<u64>(set).is_some()),
+        )
+    };
+    Checks {
+        prelude: timeout.prelude().and(sigmask),
+        timeout,
+    }
+}
+
+/// A `struct __kernel_timespec *` timeout (NULL: none), its two words read by `read`.
 #[inline(always)]
 pub fn timespec_read(address: u64, read: impl FnOnce(u64) -> Option<[u64; 2]>) -> Timeout {
     if address == 0 {

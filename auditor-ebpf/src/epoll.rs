@@ -128,8 +128,8 @@ pub fn epoll_pwait_exit(ctx: TracePointContext) -> u32 {
 #[tracepoint(category = "syscalls", name = "sys_enter_epoll_pwait2")]
 pub fn epoll_pwait2_enter(ctx: TracePointContext) -> u32 {
     if let Some(caller) = target::current() {
-        let timeout = args::timespec(arg!(&ctx, EpollPwait2, "timeout"));
-        let sigmask = args::sigmask(
+        let checks = args::timespec_and_sigmask(
+            arg!(&ctx, EpollPwait2, "timeout"),
             arg!(&ctx, EpollPwait2, "sigmask"),
             arg!(&ctx, EpollPwait2, "sigsetsize"),
         );
@@ -138,8 +138,8 @@ pub fn epoll_pwait2_enter(ctx: TracePointContext) -> u32 {
                 process: caller.process.key,
                 maxevents: arg!(&ctx, EpollPwait2, "maxevents") as i32,
                 events: arg!(&ctx, EpollPwait2, "events"),
-                prelude: timeout.prelude().and(sigmask),
-                timeout,
+                prelude: checks.prelude,
+                timeout: checks.timeout,
             },
             &caller,
         );

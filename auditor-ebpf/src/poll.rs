@@ -90,8 +90,8 @@ pub fn poll_exit(ctx: TracePointContext) -> u32 {
 #[tracepoint(category = "syscalls", name = "sys_enter_ppoll")]
 pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
     if let Some(caller) = target::current() {
-        let timeout = args::timespec(arg!(&ctx, Ppoll, "tsp"));
-        let sigmask = args::sigmask(
+        let checks = args::timespec_and_sigmask(
+            arg!(&ctx, Ppoll, "tsp"),
             arg!(&ctx, Ppoll, "sigmask"),
             arg!(&ctx, Ppoll, "sigsetsize"),
         );
@@ -101,8 +101,8 @@ pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
                 syscall: Syscall::Ppoll,
                 nfds: poll::nfds_from_arg(arg!(&ctx, Ppoll, "nfds")),
                 ufds: arg!(&ctx, Ppoll, "ufds"),
-                prelude: timeout.prelude().and(sigmask),
-                timeout,
+                prelude: checks.prelude,
+                timeout: checks.timeout,
             },
             &caller,
         );

@@ -19,7 +19,9 @@ use aya_ebpf::{
 };
 
 use crate::{
-    arg, args, exit_ret,
+    arg,
+    args::{self, Checks},
+    exit_ret,
     in_flight::{self, Call, Kind},
     span::{self, Spanned},
     tally,
@@ -170,9 +172,7 @@ fn enter(caller: &Caller, entry: &Entry) {
         (*state).syscall = entry.syscall;
         (*state).words = used_n.map_or(0, SetScan::words);
     }
-    let read = select_user_memory();
-    let prelude = Prelude::from_u32((read >> 8) as u32 & 0xff);
-    let timeout = Timeout::from_u32(read as u32 & 0xff);
+    let Checks { prelude, timeout } = Checks::unpacked(select_user_memory());
     let Some(record) = in_flight::stash(
         &PendingSelect {
             process: caller.process.key,
@@ -201,13 +201,17 @@ fn enter(caller: &Caller, entry: &Entry) {
 /// What select's entry reads of user memory, from the call's arguments in `SET_WALK`: the
 /// span they lie in, read at once where it can be (`span`); where each set's words are
 /// to be read from (`SetWalk::sources`); and the entry point's checks and the timeout,
-/// returned as `prelude << 8 | timeout`. A global function, which the verifier checks once
+/// returned as [`Checks::packed`]. A global function, which the verifier checks once
 /// on its own: checked as part of its caller, each way through the reads (from the span,
 /// alone, unreadable) walked the rest of the program again.
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn select_user_memory() -> u64 {
-    const UNREAD: u64 = (Prelude::Unknown as u64) << 8 | Timeout::Unreadable as u64;
+    const UNREAD: u64 = Checks {
+        prelude: Prelude::Unknown,
+        timeout: Timeout::Unreadable,
+    }
+    .packed();
     let Some(state) = SET_WALK.get_ptr_mut(0) else {
         return UNREAD;
     };
@@ -242,7 +246,7 @@ pub extern "C" fn select_user_memory() -> u64 {
         }
     }
     let (prelude, timeout) = prelude(&entry, &spanned);
-    (prelude as u64) << 8 | timeout as u64
+    Checks { prelude, timeout }.packed()
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {
