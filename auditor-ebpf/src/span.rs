@@ -8,7 +8,12 @@
 //! a read into map memory costs some 45 ns more than one onto the stack: a span pays where
 //! it saves a read, never for one read alone (`args::timespec_and_sigmask`).
 
-use aya_ebpf::{cty::c_void, helpers::generated, macros::map, maps::PerCpuArray};
+use aya_ebpf::{
+    cty::c_void,
+    helpers::{bpf_probe_read_user, generated},
+    macros::map,
+    maps::PerCpuArray,
+};
 
 /// The longest span read at once: three sets of 1024 fds and a timeout with room between
 /// them. Copying the bytes between costs less than a second read.
@@ -130,7 +135,8 @@ impl Spanned {
                 return Some(words);
             }
         }
-        crate::args::read_user::<[u64; N]>(address)
+        // SAFETY: bpf_probe_read_user checks the address; a fault is an Err.
+        unsafe { bpf_probe_read_user(address as *const [u64; N]) }.ok()
     }
 }
 
