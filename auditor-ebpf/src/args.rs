@@ -69,25 +69,16 @@ impl Checks {
 }
 
 /// ppoll's and epoll_pwait2's checks before their bodies: the `struct __kernel_timespec *`
-/// timeout's copy and value (NULL: none), then `set_user_sigmask(set, size)`. Where both
-/// are read they are read at once if they lie together (`span`): glibc's ppoll passes its
-/// own copy of the timeout and its caller's mask, a frame or two apart. Each alone is
-/// read onto the stack, which costs less than a read into the span's map memory (some
-/// 45 ns a read here: docs/benchmarks.md), so one read is never made through the span.
+/// timeout's copy and value (NULL: none), then `set_user_sigmask(set, size)`, the two
+/// read at once where they lie together (`span`): glibc's ppoll passes its own copy of
+/// the timeout and its caller's mask, a frame or two apart. The mask is read only if it
+/// has the kernel's size (else EINVAL before the copy).
 #[inline(always)]
 pub fn timespec_and_sigmask(timeout: u64, set: u64, size: u64) -> Checks {
-    let (timeout, sigmask) = if timeout != 0 && set != 0 && size == SIGSET_SIZE {
-        let spanned = span::read(&[(timeout, 16), (set, SIGSET_SIZE)]);
-        (
-            timespec_read(timeout, |address| spanned.user_words::<2>(address)),
-            sigmask_read(set, size, |set| spanned.user_words::<1>(set).is_some()),
-        )
-    } else {
-        (
-            timespec_read(timeout, read_user::<[u64; 2]>),
-            sigmask_read(set, size, |set| read_user::<u64>(set).is_some()),
-        )
-    };
+    let copied_set = if size == SIGSET_SIZE { set } else { 0 };
+    let spanned = span::read(&[(timeout, 16), (copied_set, SIGSET_SIZE)]);
+    let timeout = timespec_read(timeout, |address| spanned.user_words::<2>(address));
+    let sigmask = sigmask_read(set, size, |set| spanned.user_words::<1>(set).is_some());
     Checks {
         prelude: timeout.prelude().and(sigmask),
         timeout,

@@ -130,11 +130,14 @@ pub fn pselect6_exit(ctx: TracePointContext) -> u32 {
 
 /// The entry point's checks before `core_sys_select`: the timeout's copy and value, and
 /// for pselect6 the argpack's copy (EFAULT) and `set_user_sigmask()`; with the timeout.
-fn prelude(entry: &Entry, spanned: &Spanned) -> (Prelude, Timeout) {
+fn checks(entry: &Entry, spanned: &Spanned) -> Checks {
     let pair = |address| spanned.user_words::<2>(address);
     if entry.syscall == Syscall::Select {
         let timeout = args::timeval_read(entry.timeout, pair);
-        return (timeout.prelude(), timeout);
+        return Checks {
+            prelude: timeout.prelude(),
+            timeout,
+        };
     }
     let timeout = args::timespec_read(entry.timeout, pair);
     let sigmask = if entry.argpack == 0 {
@@ -147,7 +150,10 @@ fn prelude(entry: &Entry, spanned: &Spanned) -> (Prelude, Timeout) {
             None => Prelude::Unknown,
         }
     };
-    (sigmask.and(timeout.prelude()), timeout)
+    Checks {
+        prelude: sigmask.and(timeout.prelude()),
+        timeout,
+    }
 }
 
 /// Reads what the call points to (its timeout, pselect6's argpack and mask, the sets
@@ -245,8 +251,7 @@ pub extern "C" fn select_user_memory() -> u64 {
             _ => state.sources[k] = set,
         }
     }
-    let (prelude, timeout) = prelude(&entry, &spanned);
-    Checks { prelude, timeout }.packed()
+    checks(&entry, &spanned).packed()
 }
 
 fn exit(ctx: &TracePointContext, syscall: Syscall) {

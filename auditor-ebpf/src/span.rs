@@ -42,8 +42,10 @@ static SPAN: PerCpuArray<Span> = PerCpuArray::with_max_entries(1, 0);
 pub struct Spanned(());
 
 /// Reads the user memory from the lowest of `ranges` (address, bytes; a null address is
-/// none) to the end of the highest, when it is no more than [`BYTES`] long and readable
-/// whole; else this run has no span, and every read through [`Spanned`] reads alone.
+/// none) to the end of the highest, when two or more are passed and it is no more than
+/// [`BYTES`] long and readable whole; else this run has no span, and every read through
+/// [`Spanned`] reads alone (one range alone costs less read alone, onto the stack or
+/// straight into its walk's buffer, than through the span's map memory).
 #[inline(always)]
 pub fn read(ranges: &[(u64, u64)]) -> Spanned {
     read_span(ranges);
@@ -58,7 +60,7 @@ fn read_span(ranges: &[(u64, u64)]) {
     // SAFETY: this CPU's span; see `Span`.
     let span = unsafe { &mut *span };
     span.len = 0;
-    let (mut low, mut high) = (u64::MAX, 0);
+    let (mut low, mut high, mut passed) = (u64::MAX, 0, 0u32);
     for &(address, bytes) in ranges {
         if address == 0 || bytes == 0 {
             continue;
@@ -68,8 +70,9 @@ fn read_span(ranges: &[(u64, u64)]) {
         };
         low = low.min(address);
         high = high.max(end);
+        passed += 1;
     }
-    if high == 0 {
+    if passed < 2 {
         return;
     }
     let base = low & !7;
