@@ -6,7 +6,7 @@
 //! below), so one span usually holds all of them; where it does not, or cannot be read
 //! whole, each is read alone, and what is counted is the same. The span is map memory, and
 //! a read into map memory costs some 45 ns more than one onto the stack: a span pays where
-//! it saves a read, never for one read alone (`args::timespec_and_sigmask`).
+//! it saves a read, never for one read alone ([`read`]).
 
 use aya_ebpf::{
     cty::c_void,
