@@ -168,6 +168,19 @@ impl SetScan {
         }
     }
 
+    /// Pushes the words a [`StepSums`] summed, as many [`push`](Self::push)es in order.
+    pub fn push_step(&mut self, step: &StepSums) {
+        if step.last_set != 0 {
+            self.empty += self.pending_empty + (step.last_set - step.set);
+            self.pending_empty = step.words - step.last_set;
+            self.scanned = self.pushed + step.last_set;
+        } else {
+            self.pending_empty += step.words;
+        }
+        self.pushed += step.words;
+        self.lookups += step.lookups;
+    }
+
     /// Mask of the fds below `n` in the word that holds fd `n - 1`.
     pub const fn last_word_mask(n: u32) -> u64 {
         match n % 64 {
@@ -179,6 +192,34 @@ impl SetScan {
     /// Words of a call with `n` fds (after clamping).
     pub const fn words(n: u32) -> u32 {
         n.div_ceil(64)
+    }
+}
+
+/// A run of words summed without a branch per word, for [`SetScan::push_step`]: the probe
+/// sums a step of its walk so, and the verifier then walks one path through the run
+/// rather than one per word that ends it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepSums {
+    /// Words summed: set by the caller, since a run may be padded with empty words.
+    pub words: u32,
+    /// Words with some fd set among them.
+    pub set: u32,
+    /// 1 + the index of the last of those (0: none).
+    pub last_set: u32,
+    /// Set fds.
+    pub lookups: u32,
+}
+
+impl StepSums {
+    /// Adds `word`, the run's word `index`.
+    #[inline(always)]
+    pub fn add(&mut self, index: u32, word: u64) {
+        let ones = word.count_ones();
+        // 1 if some fd is set: arithmetic, not a comparison, which BPF compiles to a branch.
+        let set = (ones + 63) >> 6;
+        self.set += set;
+        self.lookups += ones;
+        self.last_set ^= (self.last_set ^ (index + 1)) & set.wrapping_neg();
     }
 }
 
@@ -463,6 +504,36 @@ mod tests {
         assert_eq!(walk(scan_words(&[0, 0], 128)), (0, 0, 0));
         assert_eq!(SetScan::last_word_mask(64), u64::MAX);
         assert_eq!(SetScan::last_word_mask(65), 1);
+    }
+
+    #[test]
+    fn steps_summed_without_branches_push_as_word_by_word() {
+        // Every run of up to 7 words drawn from empty, one fd, and full words, cut into
+        // steps at every place: the steps' sums push what the words push one by one.
+        let kinds = [0, 1 << 9, u64::MAX];
+        for len in 0..7u32 {
+            for pick in 0..3u32.pow(len) {
+                let all: [u64; 6] =
+                    core::array::from_fn(|i| kinds[(pick / 3u32.pow(i as u32) % 3) as usize]);
+                let words = &all[..len as usize];
+                let mut one_by_one = SetScan::default();
+                words.iter().for_each(|&w| one_by_one.push(w));
+                for cut in 0..=words.len() {
+                    let mut stepped = SetScan::default();
+                    for part in [&words[..cut], &words[cut..]] {
+                        let mut step = StepSums {
+                            words: part.len() as u32,
+                            ..StepSums::default()
+                        };
+                        for (index, &word) in part.iter().enumerate() {
+                            step.add(index as u32, word);
+                        }
+                        stepped.push_step(&step);
+                    }
+                    assert_eq!(stepped, one_by_one, "{words:x?} cut at {cut}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use auditor_common::{
     ProcessKey, Syscall, UNFOLLOWED_RETURN,
     prelude::{Prelude, Timeout},
-    select::{self, SelectCall, SetScan},
+    select::{self, SelectCall, SetScan, StepSums},
 };
 use aya_ebpf::{
     cty::c_void,
@@ -296,8 +296,16 @@ struct SetWalk {
     sources: [u64; 3],
     scan: SetScan,
     _pad2: u32,
-    buffer: [[u64; WORDS_PER_STEP]; 3],
+    /// All ones for each set passed, zero for a null one: what its row adds to a word.
+    passed: [u64; 3],
+    /// A step's words of each set, then GROUP words of zeros.
+    buffer: [[u64; WORDS_PER_STEP + GROUP]; 3],
 }
+
+/// Words summed per step of `set_chunk`'s loop, with no test between them: the verifier
+/// walks a way out of the loop per group rather than per word.
+const GROUP: usize = 4;
+const _: () = assert!(WORDS_PER_STEP.is_multiple_of(GROUP));
 
 #[map]
 static SET_WALK: PerCpuArray<SetWalk> = PerCpuArray::with_max_entries(1, 0);
@@ -314,6 +322,9 @@ fn read_sets(n: u32) -> Option<SetScan> {
         (*state).words = words;
         (*state).readable = 1;
         (*state).scan = SetScan::default();
+        for k in 0..3 {
+            (*state).passed[k] = if (*state).sets[k] != 0 { u64::MAX } else { 0 };
+        }
     }
     let steps = words.div_ceil(WORDS_PER_STEP as u32);
     // SAFETY: set_chunk matches bpf_loop's callback signature.
@@ -363,20 +374,43 @@ extern "C" fn set_chunk(index: u32, _context: *mut c_void) -> i64 {
             return 1;
         }
     }
-    for i in 0..WORDS_PER_STEP {
-        if i >= count {
+    // The call's last word holds bits past n, which are no fds of the call.
+    if start as usize + count == state.words as usize && count > 0 {
+        let last = (count - 1) % WORDS_PER_STEP;
+        let mask = SetScan::last_word_mask(state.n);
+        for row in &mut state.buffer {
+            row[last] &= mask;
+        }
+    }
+    // Empty words after those read up to a whole group (the buffer's rows have GROUP
+    // words past a step's), which change no sum.
+    for row in &mut state.buffer {
+        let padding = row.as_mut_ptr().wrapping_add(count);
+        for word in 0..GROUP {
+            // SAFETY: count <= WORDS_PER_STEP, and the row is GROUP words longer.
+            unsafe { core::ptr::write_volatile(padding.add(word), 0) };
+        }
+    }
+    // SAFETY: a read of this CPU's walk state; volatile, so that the loop is compiled once
+    // for every mix of sets passed rather than once per mix.
+    let passed = unsafe { core::ptr::read_volatile(&state.passed) };
+    let mut sums = StepSums {
+        words: count as u32,
+        ..StepSums::default()
+    };
+    // A group of words a step, each summed with no branch (`StepSums::add`).
+    let groups = count.div_ceil(GROUP);
+    for group in 0..WORDS_PER_STEP / GROUP {
+        if group >= groups {
             break;
         }
-        let mut word = 0;
-        for k in 0..3 {
-            if state.sets[k] != 0 {
-                word |= state.buffer[k][i];
-            }
+        for i in group * GROUP..(group + 1) * GROUP {
+            let word = (state.buffer[0][i] & passed[0])
+                | (state.buffer[1][i] & passed[1])
+                | (state.buffer[2][i] & passed[2]);
+            sums.add(i as u32, word);
         }
-        if start as usize + i + 1 == state.words as usize {
-            word &= SetScan::last_word_mask(state.n);
-        }
-        state.scan.push(word);
     }
+    state.scan.push_step(&sums);
     0
 }
