@@ -275,7 +275,7 @@ fn walk(ufds: u64, nfds: u32) -> Option<EntryScan> {
 }
 
 /// Entries summed per step of [`sum_words`]: a step's own tests cost as many instructions
-/// as four entries' sums, and sixteen a step leave them a tenth of the loop.
+/// as four entries' sums, and sixteen a step leave them a sixth of the loop.
 const GROUP: usize = 16;
 const _: () = assert!(CHUNK.is_multiple_of(GROUP));
 
