@@ -86,6 +86,19 @@ fn run_shared(ctx: &TracePointContext, index: u32) {
     failures::failed(failure::TAIL_CALL);
 }
 
+/// Writes `N` zero words from `words`, a store each: an array initialiser or
+/// `write_bytes` becomes a call to a byte loop.
+///
+/// # Safety
+/// `words` is valid for `N` words' writes.
+#[inline(always)]
+unsafe fn write_zeros<const N: usize>(words: *mut u64) {
+    for i in 0..N {
+        // SAFETY: word i of the N the caller vouches for.
+        unsafe { core::ptr::write_volatile(words.add(i), 0) };
+    }
+}
+
 /// The record of a program on `syscalls:sys_exit_*`.
 #[inline(always)]
 fn exit_record(ctx: &TracePointContext) -> &SysExit {

@@ -31,7 +31,7 @@ use crate::{
     in_flight::{self, Call, Kind},
     tally,
     tally::Row,
-    target, task,
+    target, task, write_zeros,
 };
 
 /// A poll or ppoll in flight.
@@ -199,13 +199,10 @@ fn read_small(ufds: u64, nfds: u32) -> Option<EntryScan> {
     if bytes > SMALL * POLLFD_SIZE {
         return None;
     }
-    // Zeroed a word at a time: an array initialiser becomes a call to a byte loop.
     let mut entries = core::mem::MaybeUninit::<[u64; SMALL]>::uninit();
     let words = entries.as_mut_ptr().cast::<u64>();
-    for i in 0..SMALL {
-        // SAFETY: word i of the array.
-        unsafe { core::ptr::write_volatile(words.add(i), 0) };
-    }
+    // SAFETY: the array's SMALL words.
+    unsafe { write_zeros::<SMALL>(words) };
     // SAFETY: `entries` is SMALL * POLLFD_SIZE bytes long and bytes is no more.
     let read = unsafe {
         generated::bpf_probe_read_user(words.cast(), bytes as u32, ufds as *const c_void)
@@ -282,7 +279,7 @@ const _: () = assert!(CHUNK.is_multiple_of(GROUP));
 /// The sum of `part` of the first `entries` words of `window` and of the zeros after them
 /// up to a multiple of [`GROUP`] (`walk_chunk` pads every read so), a group at a time with
 /// no branch per entry: the verifier follows one path through a group, and the loop's
-/// own tests are a tenth of it.
+/// own tests are a sixth of it.
 #[inline(always)]
 fn sum_words(window: &[u64; CHUNK], entries: usize, part: impl Fn(u64) -> u64) -> u64 {
     let mut sum = 0;
@@ -340,10 +337,8 @@ extern "C" fn walk_chunk(index: u32, _context: *mut c_void) -> i64 {
         // Zeros after the entries up to a multiple of GROUP, so that every group is summed
         // whole: a store per word of a group, with no test, rather than a test per entry.
         let padding = state.entries.as_mut_ptr().wrapping_add(bytes / POLLFD_SIZE);
-        for word in 0..GROUP {
-            // SAFETY: `entries` has GROUP words past the READ it is read into.
-            unsafe { core::ptr::write_volatile(padding.add(word), 0) };
-        }
+        // SAFETY: `entries` has GROUP words past the READ it is read into.
+        unsafe { write_zeros::<GROUP>(padding) };
     }
     let window = state
         .entries

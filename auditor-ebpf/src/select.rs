@@ -385,11 +385,8 @@ extern "C" fn set_chunk(index: u32, _context: *mut c_void) -> i64 {
     // Empty words after those read up to a whole group (the buffer's rows have GROUP
     // words past a step's), which change no sum.
     for row in &mut state.buffer {
-        let padding = row.as_mut_ptr().wrapping_add(count);
-        for word in 0..GROUP {
-            // SAFETY: count <= WORDS_PER_STEP, and the row is GROUP words longer.
-            unsafe { core::ptr::write_volatile(padding.add(word), 0) };
-        }
+        // SAFETY: count <= WORDS_PER_STEP, and the row is GROUP words longer.
+        unsafe { crate::write_zeros::<GROUP>(row.as_mut_ptr().wrapping_add(count)) };
     }
     // SAFETY: a read of this CPU's walk state; volatile, so that the loop is compiled once
     // for every mix of sets passed rather than once per mix.
