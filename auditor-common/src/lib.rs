@@ -338,6 +338,9 @@ pub struct TaskOffsets {
     pub task_group_leader: u32,
     /// `task_struct.comm`.
     pub task_comm: u32,
+    /// `task_struct.tgid`: the process id, read with a load where
+    /// `bpf_get_current_pid_tgid` costs a helper call.
+    pub task_tgid: u32,
     /// Not an offset: `sysctl fs.nr_open`, the largest fd table.
     pub nr_open: u32,
     /// 1 when the offsets above were found.

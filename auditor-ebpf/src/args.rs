@@ -2,12 +2,9 @@
 //! signal masks), turned into the shared `auditor-common` terms.
 
 use auditor_common::prelude::{Prelude, SIGSET_SIZE, Timeout};
-use aya_ebpf::helpers::{
-    bpf_probe_read_user,
-    generated::{bpf_get_current_task_btf, bpf_task_pt_regs},
-};
+use aya_ebpf::helpers::{bpf_probe_read_user, generated::bpf_task_pt_regs};
 
-use crate::span;
+use crate::{span, task::Task};
 
 /// The current task's user registers (`struct pt_regs`), which hold its syscall's
 /// arguments until the syscall returns (`auditor_common::syscalls::pt_regs`): how an exit
@@ -16,9 +13,10 @@ use crate::span;
 pub struct Registers(*const u8);
 
 impl Registers {
-    pub fn current() -> Registers {
-        // SAFETY: helpers without pointer arguments but the current task's, BTF-typed.
-        Registers(unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const u8)
+    /// The registers of the current `task`.
+    pub fn of(task: Task) -> Registers {
+        // SAFETY: a helper whose one argument is the current task, BTF-typed.
+        Registers(unsafe { bpf_task_pt_regs(task.as_ptr()) } as *const u8)
     }
 
     /// The register at `offset` (one of `pt_regs`'s).

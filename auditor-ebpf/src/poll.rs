@@ -167,8 +167,9 @@ fn count(pending: &PendingPoll, slot: u32, ret: i64) {
 /// entry program a poll costs one program run, not two, and a call in flight when the
 /// session began is counted whole. With the slot of its process's row.
 fn poll_at_exit() -> Option<(PendingPoll, u32)> {
-    let process = target::current_handed_over()?.process;
-    let registers = Registers::current();
+    let task = task::Task::current();
+    let process = target::current_of(task)?.process;
+    let registers = Registers::of(task);
     let pending = PendingPoll {
         process: process.key,
         syscall: Syscall::Poll,

@@ -19,7 +19,7 @@ use aya_ebpf::{
 
 use crate::{
     rows::{self, Counted},
-    task,
+    task::{self, Task},
     thread::{self, Decided, Thread},
 };
 
@@ -136,10 +136,6 @@ pub fn empty_programs() -> bool {
     global(&EMPTY_PROGRAMS) != 0
 }
 
-fn current_tgid() -> u32 {
-    (aya_ebpf::helpers::bpf_get_current_pid_tgid() >> 32) as u32
-}
-
 /// A call of a counted process, as [`current`] found it: its process, and the calling
 /// thread's state when it has one, so that an entry leaves its call in flight there
 /// without a second lookup of the task's storage (a helper call: see "What a helper call
@@ -153,17 +149,18 @@ pub struct Caller {
 
 /// The process making the current call, if its calls are counted: for a process of the
 /// target, one lookup; for any other, one load (`may_count`). Inlined, as
-/// [`current_handed_over`].
+/// [`current_of`]; the task is asked for once.
 #[inline(always)]
 pub fn current() -> Option<Caller> {
-    if !may_count() {
+    let task = Task::current();
+    if !may_count_of(task) {
         return None;
     }
-    current_handed_over()
+    current_of(task)
 }
 
-/// [`current`] in a shared program: the program that handed over to it found `may_count`
-/// (`in_flight::may_hold`) for the same call.
+/// [`current`] of the current `task`, in a shared program: the program that handed over
+/// to it found `may_count` (`in_flight::may_hold`) for the same call.
 ///
 /// A thread of a counted process keeps its process in its own state, with the generation
 /// of `TRACED` it was decided in: while no program has changed `TRACED` since, its calls
@@ -173,13 +170,13 @@ pub fn current() -> Option<Caller> {
 /// benchmarks.md), and every entry and poll's exit take it; the way of a decision anew
 /// (`decided_anew`) stays a function of its own.
 #[inline(always)]
-pub fn current_handed_over() -> Option<Caller> {
+pub fn current_of(task: Task) -> Option<Caller> {
     if empty_programs() || stopped() {
         return None;
     }
     let generation = generation();
-    let pid = current_tgid();
-    let thread = thread::current(false);
+    let pid = task.tgid();
+    let thread = thread::of(task, false);
     if !thread.is_null() {
         // SAFETY: the thread's own state, valid for this program run (see `thread`).
         let decided = unsafe { (*thread).decided };
@@ -193,7 +190,7 @@ pub fn current_handed_over() -> Option<Caller> {
     decided_anew(pid, generation, thread)
 }
 
-/// [`current_handed_over`] for a thread whose state holds no decision on `pid` in this
+/// [`current_of`] for a thread whose state holds no decision on `pid` in this
 /// `generation` of `TRACED`: decided from the targets, and kept in its state when lasting.
 #[inline(never)]
 fn decided_anew(pid: u32, generation: u64, thread: *mut Thread) -> Option<Caller> {
@@ -233,12 +230,18 @@ fn decided_anew(pid: u32, generation: u64, thread: *mut Thread) -> Option<Caller
 /// process may be).
 #[inline(always)]
 pub fn may_count() -> bool {
+    may_count_of(Task::current())
+}
+
+/// [`may_count`] of the current `task`.
+#[inline(always)]
+fn may_count_of(task: Task) -> bool {
     if global(&TRACE_ALL) != 0 || global(&FILTER_COMMS) != 0 {
         return true;
     }
     MAYBE_TRACED
         .get(0)
-        .is_none_or(|slots| slots[maps::maybe_traced_slot(current_tgid())] != 0)
+        .is_none_or(|slots| slots[maps::maybe_traced_slot(task.tgid())] != 0)
 }
 
 /// `current`'s verdict on the current process `pid`, decided from the targets: one lookup
@@ -333,7 +336,7 @@ fn try_process_fork(ctx: &TracePointContext) -> Result<(), u32> {
         return Ok(());
     }
     // SAFETY: the value is copied out.
-    let Some(parent) = (unsafe { TRACED.get(current_tgid()) }).copied() else {
+    let Some(parent) = (unsafe { TRACED.get(Task::current().tgid()) }).copied() else {
         return Ok(());
     };
     if parent.flags & traced::COUNTED == 0 {

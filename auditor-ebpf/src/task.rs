@@ -9,7 +9,9 @@ use auditor_common::{
 };
 use core::ffi::c_void;
 
-use aya_ebpf::helpers::{bpf_probe_read_kernel, generated::bpf_get_current_task_btf};
+use aya_ebpf::helpers::{
+    bpf_get_current_pid_tgid, bpf_probe_read_kernel, generated::bpf_get_current_task_btf,
+};
 
 #[unsafe(no_mangle)]
 static TASK_OFFSETS: TaskOffsets = TaskOffsets {
@@ -26,6 +28,7 @@ static TASK_OFFSETS: TaskOffsets = TaskOffsets {
     signal_live: 0,
     task_group_leader: 0,
     task_comm: 0,
+    task_tgid: 0,
     nr_open: 0,
     known: 0,
 };
@@ -60,6 +63,43 @@ impl Object {
     fn follow(self, offset: u32) -> Option<Object> {
         let pointer: *const u8 = self.load(offset);
         (!pointer.is_null()).then_some(Object(pointer))
+    }
+}
+
+/// The current task, asked of the kernel once per program run and handed to what needs it
+/// (its id, its state, its registers): each `bpf_get_current_task_btf` is a helper call,
+/// some 15 ns here (6.18 does not inline it for tracepoint programs; docs/benchmarks.md).
+#[derive(Clone, Copy)]
+pub struct Task(Object);
+
+impl Task {
+    #[inline(always)]
+    pub fn current() -> Task {
+        Task(Object::current_task())
+    }
+
+    /// The task as the helpers that take a `struct task_struct *` want it.
+    #[inline(always)]
+    pub fn as_ptr<T>(self) -> *mut T {
+        self.0.0.cast_mut().cast()
+    }
+
+    /// Its process's id, `task->tgid`: a load, where `bpf_get_current_pid_tgid` is a
+    /// helper call; the helper when the offsets are unknown.
+    #[inline(always)]
+    pub fn tgid(self) -> u32 {
+        // SAFETY: fields of a valid static the loader patched before load, read one at a
+        // time (volatile, as in `offsets`) so that only these two are loaded.
+        let (known, tgid) = unsafe {
+            (
+                core::ptr::read_volatile(&TASK_OFFSETS.known),
+                core::ptr::read_volatile(&TASK_OFFSETS.task_tgid),
+            )
+        };
+        if known != 0 {
+            return self.0.load(tgid);
+        }
+        (bpf_get_current_pid_tgid() >> 32) as u32
     }
 }
 

@@ -2,11 +2,11 @@
 //! (`in_flight`). The kernel makes a thread's state at its first followed call and frees
 //! it with the task, so no program forgets threads, and finding it costs no hash lookup.
 
-use crate::rows::Counted;
+use crate::{rows::Counted, task::Task};
 use auditor_common::maps;
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_LOCAL_STORAGE_GET_F_CREATE, bpf_map_type},
-    helpers::generated::{bpf_get_current_task_btf, bpf_task_storage_get},
+    helpers::generated::bpf_task_storage_get,
     macros::btf_map,
 };
 
@@ -83,6 +83,12 @@ static THREAD_STATE: TaskStorage<Thread> = TaskStorage {
 /// none, or the kernel had no memory for it.
 #[inline(always)]
 pub fn current(create: bool) -> *mut Thread {
+    of(Task::current(), create)
+}
+
+/// [`current`], of the current `task` a program already holds.
+#[inline(always)]
+pub fn of(task: Task, create: bool) -> *mut Thread {
     let flags = if create {
         u64::from(BPF_LOCAL_STORAGE_GET_F_CREATE)
     } else {
@@ -94,7 +100,7 @@ pub fn current(create: bool) -> *mut Thread {
     unsafe {
         bpf_task_storage_get(
             core::ptr::from_ref(&THREAD_STATE).cast_mut().cast(),
-            bpf_get_current_task_btf(),
+            task.as_ptr(),
             core::ptr::null_mut(),
             flags,
         )

@@ -102,6 +102,7 @@ fn task_offsets(btf: &Result<Btf, String>) -> Result<TaskOffsets, String> {
         signal_live: offset("signal_struct", "live")?,
         task_group_leader: offset("task_struct", "group_leader")?,
         task_comm: offset("task_struct", "comm")?,
+        task_tgid: offset("task_struct", "tgid")?,
         nr_open,
         known: 1,
     })
