@@ -194,7 +194,7 @@ fn enter_with(call: &Allocation, pair: u32) {
         address,
         checks: (checks, args),
     } = *call;
-    let table = task::alloc_start(start);
+    let table = task::alloc_start(caller.task, start);
     in_flight::stash(
         &PendingAlloc {
             process: caller.process.key,
@@ -305,12 +305,15 @@ pub fn openat2_enter(ctx: TracePointContext) -> u32 {
 
 #[tracepoint(category = "syscalls", name = "sys_enter_fcntl")]
 pub fn fcntl_enter(ctx: TracePointContext) -> u32 {
-    crate::fget::fcntl_entry(arg!(&ctx, Fcntl, "fd") as u32);
+    let Some(caller) = target::current() else {
+        return 0;
+    };
+    crate::fget::fcntl_entry(&caller, arg!(&ctx, Fcntl, "fd") as u32);
     const ASKS: Asks = Syscall::Fcntl.info().asks;
     if ASKS.asks(arg!(&ctx, Fcntl, "cmd")) {
         // The start is an int; a negative one fails with EINVAL before allocating.
         let start = arg!(&ctx, Fcntl, "arg") as u32;
-        enter!(Fcntl, start);
+        enter!(Fcntl, caller, start, 0, (Checks::NONE, [0, 0]));
     }
     0
 }

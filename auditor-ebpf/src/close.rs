@@ -52,7 +52,7 @@ pub fn close_enter(ctx: TracePointContext) -> u32 {
         in_flight::stash(
             &PendingClose {
                 process: caller.process.key,
-                file: FdFile::to_u32(task::fd_file(fd)),
+                file: FdFile::to_u32(task::fd_file(caller.task, fd)),
             },
             &caller,
         );

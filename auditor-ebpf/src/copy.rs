@@ -58,8 +58,8 @@ fn enter(syscall: Syscall, copies: Option<bool>) {
     };
     let (copies, open_files) = match copies {
         Some(false) => (NO_COPY, None),
-        Some(true) => (COPIES, task::copied_size()),
-        None => (MAY_COPY, task::copied_size()),
+        Some(true) => (COPIES, task::copied_size(caller.task)),
+        None => (MAY_COPY, task::copied_size(caller.task)),
     };
     in_flight::stash(
         &PendingCopy {
@@ -129,7 +129,7 @@ pub fn unshare_enter(ctx: TracePointContext) -> u32 {
     let copies = if arg!(&ctx, Unshare, "unshare_flags") & CLONE_FILES == 0 {
         Some(false)
     } else {
-        task::files_count().map(fd::table_shared)
+        task::files_count(task::Task::current()).map(fd::table_shared)
     };
     enter(Syscall::Unshare, copies);
     0

@@ -57,7 +57,7 @@ fn enter(syscall: Syscall, args: [u32; 3]) {
     let Some(caller) = target::current() else {
         return;
     };
-    let table = task::dup_table(args[0]);
+    let table = task::dup_table(caller.task, args[0]);
     in_flight::stash(
         &PendingDup {
             process: caller.process.key,

@@ -164,7 +164,7 @@ fn checks(entry: &Entry, spanned: &Spanned) -> Checks {
 /// unfollowed, its sets unread (unreadable).
 fn enter(caller: &Caller, entry: &Entry) {
     let n = select::n_from_arg(entry.n);
-    let max_fds = task::max_fds().unwrap_or(0);
+    let max_fds = task::max_fds(caller.task).unwrap_or(0);
     let used_n = (n >= 0 && max_fds != 0).then(|| select::used_n(n, max_fds));
     let Some(state) = SET_WALK.get_ptr_mut(0) else {
         return;

@@ -145,6 +145,8 @@ pub struct Caller {
     pub process: Counted,
     /// Null when the thread has no state yet (`in_flight::stash` then makes it).
     pub thread: *mut Thread,
+    /// The calling task, for what the entry reads of it (its fd table).
+    pub task: Task,
 }
 
 /// The process making the current call, if its calls are counted: for a process of the
@@ -184,16 +186,17 @@ pub fn current_of(task: Task) -> Option<Caller> {
             return Some(Caller {
                 process: decided.process,
                 thread,
+                task,
             });
         }
     }
-    decided_anew(pid, generation, thread)
+    decided_anew(task, pid, generation, thread)
 }
 
 /// [`current_of`] for a thread whose state holds no decision on `pid` in this
 /// `generation` of `TRACED`: decided from the targets, and kept in its state when lasting.
 #[inline(never)]
-fn decided_anew(pid: u32, generation: u64, thread: *mut Thread) -> Option<Caller> {
+fn decided_anew(task: Task, pid: u32, generation: u64, thread: *mut Thread) -> Option<Caller> {
     let (key, lasting) = decide(pid)?;
     if !lasting {
         return Some(Caller {
@@ -202,6 +205,7 @@ fn decided_anew(pid: u32, generation: u64, thread: *mut Thread) -> Option<Caller
                 slot: slots::NONE,
             },
             thread,
+            task,
         });
     }
     let process = Counted {
@@ -209,7 +213,7 @@ fn decided_anew(pid: u32, generation: u64, thread: *mut Thread) -> Option<Caller
         slot: rows::first_slot(&key),
     };
     let thread = if thread.is_null() {
-        thread::current(true)
+        thread::of(task, true)
     } else {
         thread
     };
@@ -222,7 +226,11 @@ fn decided_anew(pid: u32, generation: u64, thread: *mut Thread) -> Option<Caller
             }
         };
     }
-    Some(Caller { process, thread })
+    Some(Caller {
+        process,
+        thread,
+        task,
+    })
 }
 
 /// Whether the current process may be counted: false only when it surely is not, from its

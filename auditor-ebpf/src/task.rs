@@ -103,34 +103,46 @@ impl Task {
     }
 }
 
-/// `current->files`.
-fn files(offsets: &TaskOffsets) -> Option<Object> {
-    Object::current_task().follow(offsets.task_files)
+/// `task->files`.
+fn files(offsets: &TaskOffsets, task: Task) -> Option<Object> {
+    task.0.follow(offsets.task_files)
 }
 
-/// `atomic_read(&current->files->count)`: how many tasks share the fd table.
-pub fn files_count() -> Option<u32> {
+/// `atomic_read(&task->files->count)`: how many tasks share the fd table.
+pub fn files_count(task: Task) -> Option<u32> {
     let offsets = offsets()?;
-    Some(files(&offsets)?.load(offsets.files_count))
+    Some(files(&offsets, task)?.load(offsets.files_count))
 }
 
-/// The current task, as the model asks of it.
+/// The current task as the model asks of it, where a program holds it already.
+impl TaskState for Task {
+    fn table_shared(&self) -> Option<bool> {
+        files_count(*self).map(fd::table_shared)
+    }
+
+    fn fd_file(&self, fd: u32) -> Option<FdFile> {
+        fd_file(*self, fd)
+    }
+}
+
+/// The current task as the model asks of it, asked of the kernel only if the model asks
+/// (an exit that holds no [`Task`], where most calls ask nothing of it).
 pub struct Current;
 
 impl TaskState for Current {
     fn table_shared(&self) -> Option<bool> {
-        files_count().map(fd::table_shared)
+        Task::current().table_shared()
     }
 
     fn fd_file(&self, fd: u32) -> Option<FdFile> {
-        fd_file(fd)
+        fd_file(Task::current(), fd)
     }
 }
 
-/// What `fdt->fd[fd]` holds: no file, or one and whether it is O_PATH.
-pub fn fd_file(fd: u32) -> Option<FdFile> {
+/// What `task`'s `fdt->fd[fd]` holds: no file, or one and whether it is O_PATH.
+pub fn fd_file(task: Task, fd: u32) -> Option<FdFile> {
     let offsets = offsets()?;
-    let fdt = fdtable(&offsets, files(&offsets)?)?;
+    let fdt = fdtable(&offsets, files(&offsets, task)?)?;
     let max_fds: u32 = fdt.load(offsets.fdt_max_fds);
     if fd >= max_fds {
         return Some(FdFile::NotOpen);
@@ -178,10 +190,10 @@ fn fdtable(offsets: &TaskOffsets, files: Object) -> Option<Object> {
     files.follow(offsets.files_fdt)
 }
 
-/// `files_fdtable(current->files)->max_fds`.
-pub fn max_fds() -> Option<u32> {
+/// `files_fdtable(task->files)->max_fds`.
+pub fn max_fds(task: Task) -> Option<u32> {
     let offsets = offsets()?;
-    let fdt = fdtable(&offsets, files(&offsets)?)?;
+    let fdt = fdtable(&offsets, files(&offsets, task)?)?;
     Some(fdt.load(offsets.fdt_max_fds))
 }
 
@@ -206,11 +218,11 @@ struct LastWord {
     failed: u32,
 }
 
-/// `sane_fdtable_size()` of the current table: the slots a copy of it needs (None:
+/// `sane_fdtable_size()` of `task`'s table: the slots a copy of it needs (None:
 /// unreadable).
-pub fn copied_size() -> Option<u32> {
+pub fn copied_size(task: Task) -> Option<u32> {
     let offsets = offsets()?;
-    let fdt = fdtable(&offsets, files(&offsets)?)?;
+    let fdt = fdtable(&offsets, files(&offsets, task)?)?;
     let max_fds: u32 = fdt.load(offsets.fdt_max_fds);
     if max_fds <= fd::NR_OPEN_DEFAULT {
         // A table of 64 fds at most needs no more.
@@ -266,12 +278,12 @@ pub fn nr_open() -> u32 {
     offsets().map_or(0, |offsets| offsets.nr_open)
 }
 
-/// The fd table as `ksys_dup3` finds it for `oldfd`.
-pub fn dup_table(oldfd: u32) -> Option<DupTable> {
+/// `task`'s fd table as `ksys_dup3` finds it for `oldfd`.
+pub fn dup_table(task: Task, oldfd: u32) -> Option<DupTable> {
     let offsets = offsets()?;
-    let fdt = fdtable(&offsets, files(&offsets)?)?;
+    let fdt = fdtable(&offsets, files(&offsets, task)?)?;
     let max_fds: u32 = fdt.load(offsets.fdt_max_fds);
-    let signal = Object::current_task().follow(offsets.task_signal)?;
+    let signal = task.0.follow(offsets.task_signal)?;
     let nofile: u64 = signal.load(offsets.signal_nofile);
     let oldfd_open = if oldfd < max_fds {
         let open_fds: u64 = fdt.load(offsets.fdt_open_fds);
@@ -289,15 +301,15 @@ pub fn dup_table(oldfd: u32) -> Option<DupTable> {
     })
 }
 
-/// The fd table as `alloc_fd(start, RLIMIT_NOFILE)` will find it.
-pub fn alloc_start(start: u32) -> Option<AllocStart> {
+/// `task`'s fd table as `alloc_fd(start, RLIMIT_NOFILE)` will find it.
+pub fn alloc_start(task: Task, start: u32) -> Option<AllocStart> {
     let offsets = offsets()?;
-    let files = files(&offsets)?;
+    let files = files(&offsets, task)?;
     let fdt = fdtable(&offsets, files)?;
     let next_fd: u32 = files.load(offsets.files_next_fd);
     let max_fds: u32 = fdt.load(offsets.fdt_max_fds);
     let fd0 = if start > next_fd { start } else { next_fd };
-    let signal = Object::current_task().follow(offsets.task_signal)?;
+    let signal = task.0.follow(offsets.task_signal)?;
     let end: u64 = signal.load(offsets.signal_nofile);
     let word = if fd0 < max_fds {
         let open_fds: u64 = fdt.load(offsets.fdt_open_fds);
