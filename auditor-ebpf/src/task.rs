@@ -68,7 +68,7 @@ impl Object {
 
 /// The current task, asked of the kernel once per program run and handed to what needs it
 /// (its id, its state, its registers): each `bpf_get_current_task_btf` is a helper call,
-/// some 15 ns here (6.18 does not inline it for tracepoint programs; docs/benchmarks.md).
+/// some 15 ns here (6.18's JIT does not inline it; docs/benchmarks.md).
 #[derive(Clone, Copy)]
 pub struct Task(Object);
 
