@@ -34,7 +34,7 @@ pub fn stash<C: Call>(call: &C, caller: &Caller) -> Option<*mut C> {
         assert!(core::mem::align_of::<C>() <= 8);
     }
     let state = if caller.thread.is_null() {
-        thread::current(true)
+        thread::of(caller.task, true)
     } else {
         caller.thread
     };

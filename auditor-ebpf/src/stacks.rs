@@ -20,8 +20,7 @@ use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     cty::c_void,
     helpers::generated::{
-        bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_ktime_get_ns,
-        bpf_probe_read_kernel, bpf_probe_read_user, bpf_task_pt_regs,
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
     },
     macros::{map, tracepoint},
     maps::{HashMap, PerCpuArray, RingBuf},
@@ -30,8 +29,10 @@ use aya_ebpf::{
 
 use crate::{
     arg,
+    args::Registers,
     in_flight::{self, Call, Kind},
     target::{self, global},
+    task::Task,
 };
 
 /// Per site, the arms that take a stack (`stacks::arms`); all 0 without `--stacks`.
@@ -306,13 +307,12 @@ fn take(process: &ProcessKey) {
         return;
     };
     let sample = entry.as_mut_ptr();
-    // SAFETY: the helpers take no pointers from here; the regs pointer is BTF-typed
-    // (`struct pt_regs`), so the verifier checks each load against the kernel's type.
-    let (ip, sp, bp) = unsafe {
-        let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as *const u8;
-        let load = |offset: u32| *regs.add(offset as usize).cast::<u64>();
-        (load(pt_regs::IP), load(pt_regs::SP), load(pt_regs::BP))
-    };
+    let registers = Registers::of(Task::current());
+    let (ip, sp, bp) = (
+        registers.at(pt_regs::IP),
+        registers.at(pt_regs::SP),
+        registers.at(pt_regs::BP),
+    );
     let base = sp & !(PAGE as u64 - 1);
     // SAFETY: `sample` points to the reserved record; every field is written before it is
     // submitted, the stack bytes as far as `stack_len` says.
@@ -323,8 +323,8 @@ fn take(process: &ProcessKey) {
         (*sample)._pad = 0;
         (*sample).comm = process.comm;
         // One helper call, where `copy_nonoverlapping` of its 1,240 bytes became a call of
-        // `memcpy`, a loop the verifier walked byte by byte in every program: two thirds
-        // of what it walks with `--stacks`. Map memory; it cannot fail.
+        // `memcpy`, a loop the verifier walked byte by byte in every program: most of what
+        // it walked with `--stacks`. Map memory; it cannot fail.
         let _ = bpf_probe_read_kernel(
             core::ptr::addr_of_mut!((*sample).rare).cast::<c_void>(),
             core::mem::size_of::<RareSites>() as u32,
