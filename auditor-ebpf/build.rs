@@ -13,9 +13,6 @@ fn family_program(info: &SyscallInfo, end: &str) -> (&'static str, &'static str)
     match (info.family, end) {
         (Family::Lookup(_), "enter") => ("fget", "lookup_enters"),
         (Family::Allocate, "enter") => ("alloc", "allocation_enters"),
-        (Family::Open | Family::Allocate | Family::AllocatePair, "exit") => {
-            ("alloc", "allocation_exits")
-        }
         (Family::Chmod, "enter") => ("chmod", "chmod_enters"),
         (Family::CopyTable, "exit") => ("copy", "copy_exits"),
         (family, end) => panic!(

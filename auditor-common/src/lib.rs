@@ -361,22 +361,7 @@ pub mod failure {
     pub const EXEC_FILENAME: u32 = 2;
     /// `task_rename`'s `pid` or `newcomm`.
     pub const RENAME: u32 = 3;
-    /// A tail call into a [`crate::shared`] program that returned (its call went uncounted).
-    pub const TAIL_CALL: u32 = 4;
-    pub const COUNT: usize = 5;
-}
-
-/// The probe's shared programs: one body that many syscalls' programs run, verified once
-/// (not once per syscall) and entered by a tail call through `maps::SHARED` at its index;
-/// the loader loads them first and attaches them to nothing.
-pub mod shared {
-    /// The exit of every fd-allocating syscall (the probe's `alloc.rs`).
-    pub const ALLOC_EXIT: u32 = 0;
-    /// The exit of poll and ppoll (the probe's `poll.rs`).
-    pub const POLL_EXIT: u32 = 1;
-    pub const COUNT: usize = 2;
-    /// Their programs' names, by index.
-    pub const PROGRAMS: [&str; COUNT] = ["alloc_exit", "polls_exit"];
+    pub const COUNT: usize = 4;
 }
 
 /// Why a call's counts went elsewhere than its process's row in `maps::COUNTS`, per kind:
@@ -395,8 +380,6 @@ pub mod row_miss {
 /// Names of the probe's maps, as the loader looks them up.
 pub mod maps {
     pub const COUNTS: &str = "COUNTS";
-    /// The program array of the [`crate::shared`] programs.
-    pub const SHARED: &str = "SHARED";
     /// The preallocated rows of counts, per CPU, by [`crate::slots`] slot.
     pub const ROWS: &str = "ROWS";
     /// The key of each slot's row in `ROWS` (zeros: a slot not taken).

@@ -140,6 +140,16 @@ impl Family {
         matches!(self, Family::Lookup(_))
     }
 
+    /// The name of the probe's program at the exit of the family's syscalls whose rows
+    /// say [`Program::Shared`].
+    pub const fn shared_exit(self) -> Option<&'static str> {
+        match self {
+            Family::Open | Family::Allocate | Family::AllocatePair => Some("alloc_exit"),
+            Family::Poll => Some("polls_exit"),
+            _ => None,
+        }
+    }
+
     const fn ordinal(self) -> u32 {
         match self {
             Family::Select => 0,
@@ -237,6 +247,11 @@ pub enum Program {
     /// row (an allocation's exit; an allocation's entry that reads at most its
     /// [`Asks::argument`]).
     Derived,
+    /// Its family's one program ([`Family::shared_exit`]), attached here and on the same
+    /// tracepoint of every other row of the family: the verifier checks its body once, and
+    /// a call runs one program, not a program and a tail call (which cost the helper calls
+    /// the first had made, made again). It tells the syscalls apart by the record's number.
+    Shared,
 }
 
 impl Program {
@@ -376,15 +391,15 @@ macro_rules! syscalls {
 use Allocates::{One, Two};
 use Allocator as A;
 use PairAllocator as P;
-use Program::{Derived, Own};
+use Program::{Derived, Own, Shared};
 
 syscalls! {
     Select = "select" in Select { enter: Own, exit: Own, logged: true, args: &["n", "inp", "outp", "exp", "tvp"] },
     Pselect6 = "pselect6" in Select { enter: Own, exit: Own, logged: true, args: &["n", "inp", "outp", "exp", "tsp", "sig"] },
     // Decided at its exit alone: its arguments are still in the task's registers there,
     // and the kernel writes no pollfd but its revents.
-    Poll = "poll" in Poll { exit: Own, logged: true, args: &["ufds", "nfds", "timeout_msecs"] },
-    Ppoll = "ppoll" in Poll { enter: Own, exit: Own, logged: true, args: &["ufds", "nfds", "tsp", "sigmask", "sigsetsize"] },
+    Poll = "poll" in Poll { exit: Shared, logged: true, args: &["ufds", "nfds", "timeout_msecs"] },
+    Ppoll = "ppoll" in Poll { enter: Own, exit: Shared, logged: true, args: &["ufds", "nfds", "tsp", "sigmask", "sigsetsize"] },
     EpollWait = "epoll_wait" in EpollWait { enter: Own, exit: Own, logged: true, args: &["epfd", "events", "maxevents", "timeout"] },
     EpollPwait = "epoll_pwait" in EpollWait { enter: Own, exit: Own, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
     EpollPwait2 = "epoll_pwait2" in EpollWait { enter: Own, exit: Own, logged: true, args: &["epfd", "events", "maxevents", "timeout", "sigmask", "sigsetsize"] },
@@ -394,34 +409,34 @@ syscalls! {
     Write = "write" in Lookup(FdgetPos) { enter: Derived, args: &["fd", "buf", "count"] },
     Recvmsg = "recvmsg" in Lookup(Fdget) { enter: Derived, args: &["fd", "msg", "flags"] },
     Sendmsg = "sendmsg" in Lookup(Fdget) { enter: Derived, args: &["fd", "msg", "flags"] },
-    Open = "open" in Open { enter: Own, exit: Derived, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["filename", "flags", "mode"] },
-    Openat = "openat" in Open { enter: Own, exit: Derived, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["dfd", "filename", "flags", "mode"] },
-    Openat2 = "openat2" in Open { enter: Own, exit: Derived, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["dfd", "filename", "how", "usize"] },
-    Creat = "creat" in Open { enter: Own, exit: Derived, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["pathname", "mode"] },
-    Dup = "dup" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Dup), args: &["fildes"] },
+    Open = "open" in Open { enter: Own, exit: Shared, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["filename", "flags", "mode"] },
+    Openat = "openat" in Open { enter: Own, exit: Shared, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["dfd", "filename", "flags", "mode"] },
+    Openat2 = "openat2" in Open { enter: Own, exit: Shared, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["dfd", "filename", "how", "usize"] },
+    Creat = "creat" in Open { enter: Own, exit: Shared, allocates: One(A::Open), logged: true, prepares: FdPrepare::Add, args: &["pathname", "mode"] },
+    Dup = "dup" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Dup), args: &["fildes"] },
     // Its entry also looks the fd up (`fcntl.path_only`), and F_DUPFD starts at `arg`.
-    Fcntl = "fcntl" in Allocate { enter: Own, exit: Derived, allocates: One(A::DupFd), asks: Asks::DupFdCommand, args: &["fd", "cmd", "arg"] },
-    Eventfd2 = "eventfd2" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["count", "flags"] },
-    EpollCreate1 = "epoll_create1" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
-    Socket = "socket" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Socket), args: &["family", "type", "protocol"] },
-    Accept = "accept" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Accept), logged: true, prepares: FdPrepare::Add, args: &["fd", "upeer_sockaddr", "upeer_addrlen"] },
+    Fcntl = "fcntl" in Allocate { enter: Own, exit: Shared, allocates: One(A::DupFd), asks: Asks::DupFdCommand, args: &["fd", "cmd", "arg"] },
+    Eventfd2 = "eventfd2" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["count", "flags"] },
+    EpollCreate1 = "epoll_create1" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
+    Socket = "socket" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Socket), args: &["family", "type", "protocol"] },
+    Accept = "accept" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Accept), logged: true, prepares: FdPrepare::Add, args: &["fd", "upeer_sockaddr", "upeer_addrlen"] },
     // Its flags may refuse it before the fd.
-    Accept4 = "accept4" in Allocate { enter: Own, exit: Derived, allocates: One(A::Accept), logged: true, prepares: FdPrepare::Add, args: &["fd", "upeer_sockaddr", "upeer_addrlen", "flags"] },
-    Pipe = "pipe" in AllocatePair { enter: Own, exit: Derived, allocates: Two(P::Pipe), args: &["fildes"] },
-    Pipe2 = "pipe2" in AllocatePair { enter: Own, exit: Derived, allocates: Two(P::Pipe), args: &["fildes", "flags"] },
-    Socketpair = "socketpair" in AllocatePair { enter: Own, exit: Derived, allocates: Two(P::SocketPair), args: &["family", "type", "protocol", "usockvec"] },
-    EpollCreate = "epoll_create" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["size"] },
-    Eventfd = "eventfd" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["count"] },
-    TimerfdCreate = "timerfd_create" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["clockid", "flags"] },
-    Signalfd = "signalfd" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), asks: Asks::UfdIsMinusOne, logged: true, prepares: FdPrepare::Add, args: &["ufd", "user_mask", "sizemask"] },
-    Signalfd4 = "signalfd4" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), asks: Asks::UfdIsMinusOne, logged: true, prepares: FdPrepare::Add, args: &["ufd", "user_mask", "sizemask", "flags"] },
-    MemfdCreate = "memfd_create" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["uname", "flags"] },
-    PidfdOpen = "pidfd_open" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), args: &["pid", "flags"] },
-    InotifyInit = "inotify_init" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &[] },
-    InotifyInit1 = "inotify_init1" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags"] },
-    FanotifyInit = "fanotify_init" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags", "event_f_flags"] },
-    Userfaultfd = "userfaultfd" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
-    PidfdGetfd = "pidfd_getfd" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["pidfd", "fd", "flags"] },
+    Accept4 = "accept4" in Allocate { enter: Own, exit: Shared, allocates: One(A::Accept), logged: true, prepares: FdPrepare::Add, args: &["fd", "upeer_sockaddr", "upeer_addrlen", "flags"] },
+    Pipe = "pipe" in AllocatePair { enter: Own, exit: Shared, allocates: Two(P::Pipe), args: &["fildes"] },
+    Pipe2 = "pipe2" in AllocatePair { enter: Own, exit: Shared, allocates: Two(P::Pipe), args: &["fildes", "flags"] },
+    Socketpair = "socketpair" in AllocatePair { enter: Own, exit: Shared, allocates: Two(P::SocketPair), args: &["family", "type", "protocol", "usockvec"] },
+    EpollCreate = "epoll_create" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["size"] },
+    Eventfd = "eventfd" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["count"] },
+    TimerfdCreate = "timerfd_create" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["clockid", "flags"] },
+    Signalfd = "signalfd" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), asks: Asks::UfdIsMinusOne, logged: true, prepares: FdPrepare::Add, args: &["ufd", "user_mask", "sizemask"] },
+    Signalfd4 = "signalfd4" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), asks: Asks::UfdIsMinusOne, logged: true, prepares: FdPrepare::Add, args: &["ufd", "user_mask", "sizemask", "flags"] },
+    MemfdCreate = "memfd_create" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Add, args: &["uname", "flags"] },
+    PidfdOpen = "pidfd_open" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), args: &["pid", "flags"] },
+    InotifyInit = "inotify_init" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &[] },
+    InotifyInit1 = "inotify_init1" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags"] },
+    FanotifyInit = "fanotify_init" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Group), logged: true, prepares: FdPrepare::Add, args: &["flags", "event_f_flags"] },
+    Userfaultfd = "userfaultfd" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["flags"] },
+    PidfdGetfd = "pidfd_getfd" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Anon), logged: true, prepares: FdPrepare::Prepare, args: &["pidfd", "fd", "flags"] },
     Dup2 = "dup2" in Replace { enter: Own, exit: Own, logged: true, args: &["oldfd", "newfd"] },
     Dup3 = "dup3" in Replace { enter: Own, exit: Own, logged: true, args: &["oldfd", "newfd", "flags"] },
     // `do_fchmodat`'s flags are the `flags` argument of the rows that have one, else 0.
@@ -438,7 +453,7 @@ syscalls! {
     Clone3 = "clone3" in CopyTable { enter: Own, exit: Derived, args: &["uargs", "size"] },
     Unshare = "unshare" in CopyTable { enter: Own, exit: Derived, args: &["unshare_flags"] },
     // A listener's fd (seccomp's user notification), when its flags ask for one.
-    Seccomp = "seccomp" in Allocate { enter: Derived, exit: Derived, allocates: One(A::Listener), asks: Asks::NewListenerFlag, logged: true, args: &["op", "flags", "uargs"] },
+    Seccomp = "seccomp" in Allocate { enter: Derived, exit: Shared, allocates: One(A::Listener), asks: Asks::NewListenerFlag, logged: true, args: &["op", "flags", "uargs"] },
     Ioctl = "ioctl" in AddFd { enter: Own, exit: Own, logged: true, args: &["fd", "cmd", "arg"] },
 }
 
@@ -810,10 +825,18 @@ mod tests {
                 _ => allocates == Allocates::No,
             };
             assert!(fits, "{}: {:?} with {allocates:?}", info.name, info.family);
-            // An allocation's exit is its family's (the return value is all it reads).
+            // An allocation's exit is its family's (the return value is all it reads), and
+            // so is every exit of a family that has a shared one.
             if allocates != Allocates::No {
-                assert_eq!(info.exit, Program::Derived, "{}", info.name);
+                assert_eq!(info.exit, Program::Shared, "{}", info.name);
             }
+            assert_eq!(
+                info.exit == Program::Shared,
+                info.family.shared_exit().is_some(),
+                "{}",
+                info.name
+            );
+            assert_ne!(info.enter, Program::Shared, "{}", info.name);
             // Only an allocation asks for its fd by an argument, and it has that argument.
             if let Some(argument) = info.asks.argument() {
                 assert_eq!(info.family, Family::Allocate, "{}", info.name);

@@ -10,7 +10,7 @@
 use auditor_common::{
     ProcessKey, Syscall, errno,
     fd::{self, AllocStart},
-    open, shared,
+    open,
     syscalls::{Allocator, Asks, FdPrepare, PairAllocator},
 };
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
@@ -22,7 +22,7 @@ use crate::{
     tally::Row,
     target,
     target::Caller,
-    task,
+    task::{self, Task},
 };
 
 /// An allocation in flight: the table at entry, and what tells its outcome at exit.
@@ -212,20 +212,23 @@ fn enter_with(call: &Allocation, pair: u32) {
     );
 }
 
-/// The exit of every allocating syscall, shared: their programs hand over to it, so that
-/// the verifier checks this body once rather than once for each of 26 syscalls (half the
-/// probe's load time).
+/// The exit of every allocating syscall, attached to each (their rows'
+/// `Program::Shared`), so that the verifier checks this body once rather than once for
+/// each of 27 syscalls (half the probe's load time).
 #[tracepoint]
 pub fn alloc_exit(ctx: TracePointContext) -> u32 {
-    exit(&ctx);
+    let task = Task::current();
+    if in_flight::may_hold(task) {
+        exit(&ctx, task);
+    }
     0
 }
 
 // Inlined: as a frame of its own it took 6.1's verifier past the 512 bytes it allows a
 // chain of calls (each frame rounded up to 32).
 #[inline(always)]
-fn exit(ctx: &TracePointContext) {
-    let Some((pending, slot)) = in_flight::take_handed_over::<PendingAlloc>() else {
+fn exit(ctx: &TracePointContext, task: Task) {
+    let Some((pending, slot)) = in_flight::take_of::<PendingAlloc>(task) else {
         return;
     };
     let Some(mut row) = Row::of(&pending.process, slot) else {
@@ -378,21 +381,6 @@ macro_rules! allocation_enters {
                 };
                 if ASKS.asks(value) {
                     enter!($syscall, 0);
-                }
-                0
-            }
-        )*
-    };
-}
-
-/// The exits of every allocating syscall: they hand over to the shared `alloc_exit`.
-macro_rules! allocation_exits {
-    ($($function:ident => $event:literal: $syscall:ident),* $(,)?) => {
-        $(
-            #[tracepoint(category = "syscalls", name = $event)]
-            pub fn $function(ctx: TracePointContext) -> u32 {
-                if in_flight::may_hold() {
-                    crate::run_shared(&ctx, shared::ALLOC_EXIT);
                 }
                 0
             }

@@ -12,6 +12,7 @@
 pub use crate::thread::Kind;
 use crate::{
     target::{self, Caller},
+    task::Task,
     thread::{self, RECORD_WORDS},
 };
 
@@ -53,32 +54,34 @@ pub fn stash<C: Call>(call: &C, caller: &Caller) -> Option<*mut C> {
     }
 }
 
-/// Whether this thread may have a call in flight: false for a task of a process surely
-/// not counted (`target::may_count`). A program hands over to a shared exit only then, so
-/// that the exits of untraced tasks cost no tail call (and the shared exit's `take` is the
-/// one read of the thread's state).
+/// Whether this `task` may have a call in flight: false for a task of a process surely
+/// not counted (`target::may_count`), found with one load, before any read of the
+/// thread's state.
 #[inline(always)]
-pub fn may_hold() -> bool {
-    !target::empty_programs() && target::may_count()
+pub fn may_hold(task: Task) -> bool {
+    !target::empty_programs() && target::may_count(task)
 }
 
 /// What this thread's entry program left, if it followed a call of `C`'s family, and the
 /// slot it left with it; the record is taken (a second exit finds none).
 #[inline(always)]
 pub fn take<C: Call>() -> Option<(C, u32)> {
-    if !may_hold() {
+    let task = Task::current();
+    if !may_hold(task) {
         return None;
     }
-    take_handed_over()
+    take_of(task)
 }
 
-/// [`take`] in a shared program, whose caller found [`may_hold`] for the same call.
+/// [`take`] of the current `task`, in a program that found [`may_hold`] for it: the task
+/// is asked for once a program run (a helper call: see "What a helper call costs" in
+/// docs/benchmarks.md).
 #[inline(always)]
-pub fn take_handed_over<C: Call>() -> Option<(C, u32)> {
+pub fn take_of<C: Call>(task: Task) -> Option<(C, u32)> {
     if target::empty_programs() || target::stopped() {
         return None;
     }
-    let state = thread::current(false);
+    let state = thread::of(task, false);
     if state.is_null() {
         return None;
     }

@@ -30,16 +30,8 @@ mod target;
 mod task;
 mod thread;
 
-use auditor_common::{
-    failure, shared,
-    syscalls::{SysEnter, SysExit},
-};
-use aya_ebpf::{
-    EbpfContext as _,
-    macros::{map, tracepoint},
-    maps::ProgramArray,
-    programs::TracePointContext,
-};
+use auditor_common::syscalls::{SysEnter, SysExit};
+use aya_ebpf::{EbpfContext as _, macros::tracepoint, programs::TracePointContext};
 
 /// `sched:sched_process_exec`: the targets learn of the exec (`target::process_exec`),
 /// then the stacks of the mappings it replaced. Here, above both, so that the targets
@@ -68,22 +60,6 @@ fn enter_record<const N: usize>(ctx: &TracePointContext) -> &SysEnter<N> {
     // with the arguments the syscall table gives NAME (checked against the format files
     // by the user side's tests); `arg!` picks N from the same table.
     unsafe { &*ctx.as_ptr().cast::<SysEnter<N>>() }
-}
-
-/// The shared programs (`auditor_common::shared`), by index: the loader fills it before it
-/// attaches any program.
-#[map]
-static SHARED: ProgramArray = ProgramArray::with_max_entries(shared::COUNT as u32, 0);
-
-/// Runs shared program `index` on this program's record in place of the rest of this
-/// program. A hand-over that returns (it cannot, once the loader filled `SHARED`) is
-/// counted, never silent.
-#[inline(always)]
-fn run_shared(ctx: &TracePointContext, index: u32) {
-    // SAFETY: each shared program is a tracepoint program on records of the layout of the
-    // programs that hand over to it (every `sys_exit_*` record, for `ALLOC_EXIT`).
-    unsafe { SHARED.tail_call(ctx, index) };
-    failures::failed(failure::TAIL_CALL);
 }
 
 /// Writes `N` zero words from `words`, a store each: an array initialiser or

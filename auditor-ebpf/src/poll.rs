@@ -14,7 +14,6 @@ use auditor_common::{
     ProcessKey, Syscall, UNFOLLOWED_RETURN,
     poll::{self, EntryScan, POLLFD_SIZE, PollCall, PollFd, words},
     prelude::{Prelude, Timeout},
-    shared,
 };
 use aya_ebpf::{
     cty::c_void,
@@ -31,7 +30,9 @@ use crate::{
     in_flight::{self, Call, Kind},
     tally,
     tally::Row,
-    target, task, write_zeros,
+    target,
+    task::{self, Task},
+    write_zeros,
 };
 
 /// A poll or ppoll in flight.
@@ -74,18 +75,10 @@ const READ_BYTES: usize = READ * POLLFD_SIZE;
 const STEPS_PER_READ: usize = READ / CHUNK;
 const _: () = assert!(READ.is_multiple_of(CHUNK) && STEPS_PER_READ.is_power_of_two());
 
-/// Poll's number on this machine, set by the loader: the shared exit tells poll's calls by
-/// it.
+/// Poll's number on this machine, set by the loader: the exit of both tells poll's calls
+/// by it.
 #[unsafe(no_mangle)]
 static POLL_SYSCALL_NR: u32 = 0;
-
-#[tracepoint(category = "syscalls", name = "sys_exit_poll")]
-pub fn poll_exit(ctx: TracePointContext) -> u32 {
-    if in_flight::may_hold() {
-        crate::run_shared(&ctx, shared::POLL_EXIT);
-    }
-    0
-}
 
 #[tracepoint(category = "syscalls", name = "sys_enter_ppoll")]
 pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
@@ -110,40 +103,35 @@ pub fn ppoll_enter(ctx: TracePointContext) -> u32 {
     0
 }
 
-#[tracepoint(category = "syscalls", name = "sys_exit_ppoll")]
-pub fn ppoll_exit(ctx: TracePointContext) -> u32 {
-    if in_flight::may_hold() {
-        crate::run_shared(&ctx, shared::POLL_EXIT);
+/// The exit of poll and ppoll, attached to both (their rows' `Program::Shared`): the walk
+/// over the array is the costliest body of the probe to verify, once for both.
+#[tracepoint]
+pub fn polls_exit(ctx: TracePointContext) -> u32 {
+    let task = Task::current();
+    if in_flight::may_hold(task) {
+        exit(&ctx, task);
     }
     0
 }
 
-/// The exit of poll and ppoll, shared: the walk over the array is the costliest body of
-/// the probe to verify, once for both.
-#[tracepoint]
-pub fn polls_exit(ctx: TracePointContext) -> u32 {
-    exit(&ctx);
-    0
-}
-
-fn exit(ctx: &TracePointContext) {
+fn exit(ctx: &TracePointContext, task: Task) {
     let record = exit_record(ctx);
     let (syscall_nr, ret) = (record.header.syscall_nr, record.ret);
     // Counted in one body, called from both ways: a record built on either path and
     // merged after would let the compiler spill whatever register it likes into the
     // record's padding, which the verifier refuses for a pointer.
     if syscall_nr as u32 == target::global(&POLL_SYSCALL_NR) {
-        if let Some((pending, slot)) = poll_at_exit() {
-            count(&pending, slot, ret);
+        if let Some((pending, slot)) = poll_at_exit(task) {
+            count(&pending, slot, ret, task);
         }
-    } else if let Some((pending, slot)) = in_flight::take_handed_over::<PendingPoll>() {
-        count(&pending, slot, ret);
+    } else if let Some((pending, slot)) = in_flight::take_of::<PendingPoll>(task) {
+        count(&pending, slot, ret, task);
     }
 }
 
 /// Counts a finished call of poll or ppoll, into the row in `slot` or by key.
 #[inline(never)]
-fn count(pending: &PendingPoll, slot: u32, ret: i64) {
+fn count(pending: &PendingPoll, slot: u32, ret: i64, task: Task) {
     let Some(mut row) = Row::of(&pending.process, slot) else {
         return;
     };
@@ -157,7 +145,7 @@ fn count(pending: &PendingPoll, slot: u32, ret: i64) {
         &mut row,
         &call,
         || read_small(pending.ufds, pending.nfds).or_else(|| walk(pending.ufds, pending.nfds)),
-        &task::Current,
+        &task,
     );
     tally::call(pending.syscall);
 }
@@ -166,8 +154,7 @@ fn count(pending: &PendingPoll, slot: u32, ret: i64) {
 /// from user memory, where the kernel changed no entry but its `revents`. Without an
 /// entry program a poll costs one program run, not two, and a call in flight when the
 /// session began is counted whole. With the slot of its process's row.
-fn poll_at_exit() -> Option<(PendingPoll, u32)> {
-    let task = task::Task::current();
+fn poll_at_exit(task: Task) -> Option<(PendingPoll, u32)> {
     let process = target::current_of(task)?.process;
     let registers = Registers::of(task);
     let pending = PendingPoll {

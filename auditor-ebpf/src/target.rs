@@ -155,14 +155,14 @@ pub struct Caller {
 #[inline(always)]
 pub fn current() -> Option<Caller> {
     let task = Task::current();
-    if !may_count_of(task) {
+    if !may_count(task) {
         return None;
     }
     current_of(task)
 }
 
-/// [`current`] of the current `task`, in a shared program: the program that handed over
-/// to it found `may_count` (`in_flight::may_hold`) for the same call.
+/// [`current`] of the current `task`, in a program that found `may_count` of it
+/// (`in_flight::may_hold`).
 ///
 /// A thread of a counted process keeps its process in its own state, with the generation
 /// of `TRACED` it was decided in: while no program has changed `TRACED` since, its calls
@@ -233,17 +233,11 @@ fn decided_anew(task: Task, pid: u32, generation: u64, thread: *mut Thread) -> O
     })
 }
 
-/// Whether the current process may be counted: false only when it surely is not, from its
-/// slot in `MAYBE_TRACED` (the targets given by pid or command; with `--all` or names every
-/// process may be).
+/// Whether the process of the current `task` may be counted: false only when it surely is
+/// not, from its slot in `MAYBE_TRACED` (the targets given by pid or command; with `--all`
+/// or names every process may be).
 #[inline(always)]
-pub fn may_count() -> bool {
-    may_count_of(Task::current())
-}
-
-/// [`may_count`] of the current `task`.
-#[inline(always)]
-fn may_count_of(task: Task) -> bool {
+pub fn may_count(task: Task) -> bool {
     if global(&TRACE_ALL) != 0 || global(&FILTER_COMMS) != 0 {
         return true;
     }

@@ -79,14 +79,10 @@ static THREAD_STATE: TaskStorage<Thread> = TaskStorage {
     map_flags: core::ptr::null(),
 };
 
-/// This thread's state, made (zeroed) when `create` and it has none; null when it has
-/// none, or the kernel had no memory for it.
-#[inline(always)]
-pub fn current(create: bool) -> *mut Thread {
-    of(Task::current(), create)
-}
-
-/// [`current`], of the current `task` a program already holds.
+/// The state of the current `task`'s thread, made (zeroed) when `create` and it has none;
+/// null when it has none, or the kernel had no memory for it. The program asks for the
+/// task once and hands it on: that is a helper call (see "What a helper call costs" in
+/// docs/benchmarks.md).
 #[inline(always)]
 pub fn of(task: Task, create: bool) -> *mut Thread {
     let flags = if create {

@@ -8,12 +8,12 @@ use std::{
 
 use auditor_common::{
     COMM_LEN, Counts, EXE_LEN, ProcessKey, SITE_COUNT, Site, SiteCounts, Syscall, TaskOffsets,
-    Traced, UNATTRIBUTED_ROW, comm_match, failure, globals, maps, row_miss, shared, slots, stacks,
+    Traced, UNATTRIBUTED_ROW, comm_match, failure, globals, maps, row_miss, slots, stacks,
     syscalls::SYSCALLS, traced,
 };
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, ProgramArray, Queue, RingBuf},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, Queue, RingBuf},
     programs::{ProgramError, TracePoint, trace_point::TracePointLinkId},
 };
 
@@ -53,9 +53,10 @@ const LIFETIME_PROGRAMS: [(&str, &str, &str); 4] = [
     ("process_exit", "sched", "sched_process_exit"),
 ];
 
-/// Every program of the probe: those above, then, for each syscall of the table,
-/// `NAME_enter` on `syscalls:sys_enter_NAME` and `NAME_exit` on `syscalls:sys_exit_NAME`
-/// as the table says it has them.
+/// Every program of the probe and where it attaches: those above, then, for each syscall
+/// of the table, `NAME_enter` on `syscalls:sys_enter_NAME` and `NAME_exit` on
+/// `syscalls:sys_exit_NAME` as the table says it has them; for a shared exit, its
+/// family's program (`Family::shared_exit`) on `syscalls:sys_exit_NAME`.
 static PROGRAMS: std::sync::LazyLock<Vec<Program>> = std::sync::LazyLock::new(|| {
     let lifetimes = LIFETIME_PROGRAMS.map(|(name, category, event)| Program {
         name: name.to_string(),
@@ -67,11 +68,19 @@ static PROGRAMS: std::sync::LazyLock<Vec<Program>> = std::sync::LazyLock::new(||
         let ends = [("enter", info.enter), ("exit", info.exit)];
         ends.into_iter()
             .filter(|&(_, program)| program.exists())
-            .map(|(end, _)| Program {
-                name: format!("{}_{end}", info.name),
-                category: "syscalls",
-                event: format!("sys_{end}_{}", info.name),
-                stacks_only: info.stacks_only(),
+            .map(|(end, program)| {
+                let name = match info.family.shared_exit() {
+                    Some(name) if program == auditor_common::syscalls::Program::Shared => {
+                        name.to_string()
+                    }
+                    _ => format!("{}_{end}", info.name),
+                };
+                Program {
+                    name,
+                    category: "syscalls",
+                    event: format!("sys_{end}_{}", info.name),
+                    stacks_only: info.stacks_only(),
+                }
             })
     });
     lifetimes.into_iter().chain(syscalls).collect()
@@ -236,7 +245,6 @@ fn failure_notes(failures: &[u64; failure::COUNT]) -> impl Iterator<Item = Strin
         "read # sched_process_exec records' old pid (a thread that exec'd may stay in the traced set)",
         "read # sched_process_exec records' file name (the program is not named in the rows)",
         "read # task_rename records (a process's calls may go under its old name)",
-        "hand # calls' exits to its shared program (their counts are missing)",
     ];
     failures
         .iter()
@@ -670,12 +678,25 @@ impl Probe {
         Ok(sums)
     }
 
+    /// The attached programs, each once (a shared exit has a link on each of its
+    /// syscalls' tracepoints).
+    fn attached(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Vec::with_capacity(self.links.len());
+        for &(name, _) in &self.links {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
     /// How often each attached program ran and for how long in all, as the kernel counts
     /// while its run statistics are on ([`enable_run_statistics`]; zeros otherwise). A
-    /// shared program's runs are its callers' (a tail call is part of the run).
+    /// shared exit's runs are those of all its syscalls.
     pub fn program_runs(&self) -> Result<Vec<ProgramRuns>, Error> {
-        let mut runs = Vec::with_capacity(self.links.len());
-        for &(name, _) in &self.links {
+        let names = self.attached();
+        let mut runs = Vec::with_capacity(names.len());
+        for name in names {
             let info = self.program_info(name)?;
             runs.push(ProgramRuns {
                 program: name,
@@ -702,8 +723,7 @@ impl Probe {
     /// was running on that CPU (`recursion_misses`): each may have lost a call's counts.
     fn missed_runs(&self) -> Result<u64, Error> {
         let mut total = 0;
-        let names = self.links.iter().map(|(name, _)| *name);
-        for name in names.chain(shared::PROGRAMS) {
+        for name in self.attached() {
             total += self.program_info(name)?.recursion_misses;
         }
         Ok(total)
@@ -880,19 +900,20 @@ fn load_programs(
 ) -> Result<(), Error> {
     let mut queue = Vec::new();
     for (name, program) in ebpf.programs_mut() {
-        let name = if let Some(shared) = shared::PROGRAMS.iter().find(|shared| **shared == name) {
-            *shared
-        } else {
-            let Some(known) = PROGRAMS.iter().find(|known| known.name == name) else {
-                return Err(Error::Probe(format!(
-                    "program {name} has no tracepoint to attach to"
-                )));
-            };
-            if !present(known) {
-                continue;
-            }
-            known.name.as_str()
+        let mut attachments = PROGRAMS
+            .iter()
+            .filter(|known| known.name == name)
+            .peekable();
+        let Some(known) = attachments.peek() else {
+            return Err(Error::Probe(format!(
+                "program {name} has no tracepoint to attach to"
+            )));
         };
+        let name = known.name.as_str();
+        // A shared exit is loaded when any of its tracepoints is there.
+        if !attachments.any(present) {
+            continue;
+        }
         let program: &mut TracePoint = program
             .try_into()
             .map_err(|e: ProgramError| Error::Probe(format!("program {name}: {e}")))?;
@@ -933,35 +954,7 @@ fn load_programs(
         handles
             .into_iter()
             .try_for_each(|h| h.join().expect("a loading thread does not panic"))
-    })?;
-    share_programs(ebpf)
-}
-
-/// Puts each loaded shared program in `maps::SHARED` at its index, where the programs
-/// that hand over to it find it.
-fn share_programs(ebpf: &mut Ebpf) -> Result<(), Error> {
-    let mut fds = Vec::new();
-    for name in shared::PROGRAMS {
-        let fd = ebpf
-            .program(name)
-            .ok_or_else(|| Error::Probe(format!("program {name} is missing from the probe")))?
-            .fd()
-            .map_err(|e| Error::Probe(format!("program {name}: {e}")))?
-            .try_clone()
-            .map_err(|e| Error::Probe(format!("program {name}: {e}")))?;
-        fds.push(fd);
-    }
-    let mut array = ProgramArray::try_from(
-        ebpf.map_mut(maps::SHARED)
-            .ok_or_else(|| map_error(maps::SHARED, "missing"))?,
-    )
-    .map_err(|e| map_error(maps::SHARED, e))?;
-    for (index, fd) in (0..).zip(&fds) {
-        array
-            .set(index, fd, 0)
-            .map_err(|e| map_error(maps::SHARED, e))?;
-    }
-    Ok(())
+    })
 }
 
 /// One program's runs (see [`Probe::program_runs`]).
@@ -1063,7 +1056,7 @@ mod tests {
         );
         let elf = object::File::parse(PROBE_ELF).unwrap();
         // Each program is a global function in its section `tracepoint/CATEGORY/EVENT`; a
-        // shared one, attached to nothing, in `tracepoint`.
+        // shared exit, attached to several, in `tracepoint`.
         let mut found: Vec<String> = elf
             .symbols()
             .filter(|symbol| symbol.is_global() && symbol.kind() == object::SymbolKind::Text)
@@ -1075,11 +1068,19 @@ mod tests {
             .collect();
         let mut derived: Vec<String> = PROGRAMS
             .iter()
-            .map(|p| format!("{} /{}/{}", p.name, p.category, p.event))
-            .chain(shared::PROGRAMS.map(|name| format!("{name} ")))
+            .map(|p| {
+                let shared = SYSCALLS
+                    .iter()
+                    .any(|info| info.family.shared_exit() == Some(p.name.as_str()));
+                match shared {
+                    true => format!("{} ", p.name),
+                    false => format!("{} /{}/{}", p.name, p.category, p.event),
+                }
+            })
             .collect();
         found.sort();
         derived.sort();
+        derived.dedup();
         assert_eq!(found, derived);
     }
 }
