@@ -155,7 +155,7 @@ fn count(pending: &PendingPoll, slot: u32, ret: i64, task: Task) {
 /// entry program a poll costs one program run, not two, and a call in flight when the
 /// session began is counted whole. With the slot of its process's row.
 fn poll_at_exit(task: Task) -> Option<(PendingPoll, u32)> {
-    let process = target::current_of(task)?.process;
+    let process = target::counted_of(task)?;
     let registers = Registers::of(task);
     let pending = PendingPoll {
         process: process.key,

@@ -193,6 +193,64 @@ pub fn current_of(task: Task) -> Option<Caller> {
     decided_anew(task, pid, generation, thread)
 }
 
+/// The thread that last found its process on this CPU in [`counted_of`], and the decision
+/// its state held.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LastCaller {
+    /// The task's address; 0 for none.
+    task: u64,
+    decided: Decided,
+}
+
+/// Per CPU, the [`LastCaller`]: a thread polling call after call on one CPU, as an event
+/// loop does, finds its process here with loads the JIT inlines, where its state takes a
+/// helper call (`bpf_task_storage_get`). It holds a copy of what the thread's state held,
+/// valid as that is: for the same generation of `TRACED` (a time, never the same twice)
+/// and pid. A task at an address an exited one had is told apart by its pid, or is of
+/// the same process.
+#[map]
+static LAST_CALLER: PerCpuArray<LastCaller> = PerCpuArray::with_max_entries(1, 0);
+
+/// The process of the current `task`, if its calls are counted, for a program that needs
+/// nothing else of the thread (poll's exit): [`current_of`], found first in this CPU's
+/// [`LAST_CALLER`]. The entries need the thread's state anyway, to leave their call in
+/// flight there, and do not look here.
+#[inline(always)]
+pub fn counted_of(task: Task) -> Option<Counted> {
+    if empty_programs() || stopped() {
+        return None;
+    }
+    let last = LAST_CALLER.get_ptr_mut(0);
+    if let Some(last) = last {
+        // SAFETY: this CPU's entry, not shared within a program run.
+        let LastCaller {
+            task: address,
+            decided,
+        } = unsafe { *last };
+        if address == task.address()
+            && decided.generation == generation()
+            && decided.process.key.pid == task.tgid()
+        {
+            return Some(decided.process);
+        }
+    }
+    let caller = current_of(task)?;
+    if let Some(last) = last
+        && !caller.thread.is_null()
+    {
+        // SAFETY: this CPU's entry, as above; the thread's own state, valid for this
+        // program run (see `thread`).
+        unsafe {
+            *last = LastCaller {
+                task: task.address(),
+                decided: (*caller.thread).decided,
+            }
+        };
+    }
+    Some(caller.process)
+}
+
 /// [`current_of`] for a thread whose state holds no decision on `pid` in this
 /// `generation` of `TRACED`: decided from the targets, and kept in its state when lasting.
 #[inline(never)]

@@ -78,6 +78,13 @@ impl Task {
         Task(Object::current_task())
     }
 
+    /// The task's address, which tells it from every other live task (a number: the
+    /// verifier lets a privileged program keep it in a map and compare it).
+    #[inline(always)]
+    pub fn address(self) -> u64 {
+        self.0.0 as u64
+    }
+
     /// The task as the helpers that take a `struct task_struct *` want it.
     #[inline(always)]
     pub fn as_ptr<T>(self) -> *mut T {
