@@ -9,3 +9,4 @@ pub mod records;
 pub mod replay;
 pub mod run;
 pub mod structure;
+mod yielding;
