@@ -9,4 +9,3 @@ pub mod records;
 pub mod replay;
 pub mod run;
 pub mod structure;
-mod yielding;

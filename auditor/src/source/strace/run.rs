@@ -24,7 +24,7 @@ use std::{
 use auditor_common::syscalls::LOGGED;
 use nix::{sys::signal::Signal, unistd::Pid};
 
-use super::{replay::Replay, yielding::Yielding};
+use super::replay::Replay;
 use crate::{
     Error,
     session::{
@@ -152,7 +152,7 @@ pub fn run(
         // before that, nothing ever opens it: open without blocking, then wait for data.
         let reader = open_fifo(&fifo, &mut child);
         if let Ok(Some(reader)) = &reader {
-            replay.ingest("strace", Batched(Yielding::new(reader)), None);
+            replay.ingest("strace", Batched(reader), None);
         }
         finished.store(true, Ordering::SeqCst);
         let end = watcher.join().expect("the watcher does not panic");
