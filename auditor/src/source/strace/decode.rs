@@ -199,28 +199,31 @@ fn plain_pollfds(args: &str) -> Option<(Vec<PollFd>, &str)> {
     if bytes.first() != Some(&b'[') {
         return None;
     }
-    let mut entries = Vec::new();
+    // Some 22 bytes an entry: one allocation for most arrays.
+    let mut entries = Vec::with_capacity(args.len() / 20);
     let mut at = 1;
+    // The last entry's events and its `}`: programs mostly poll every fd for the same
+    // events, and a name compared whole costs less than one read a byte at a time.
+    let mut last_events = Window::default();
     if bytes.get(at) != Some(&b']') {
         loop {
             if !bytes[at..].starts_with(b"{fd=") {
                 return None;
             }
-            at += 4;
-            let digits = at + usize::from(bytes.get(at) == Some(&b'-'));
-            let end = digits
-                + bytes[digits..]
-                    .iter()
-                    .take_while(|b| b.is_ascii_digit())
-                    .count();
-            let fd = line::integer(&args[at..end])?;
+            let (fd, end) = plain_fd(bytes, at + 4)?;
             at = end;
             if bytes[at..].starts_with(b", events=") {
                 at += 9;
-                at += bytes[at..]
-                    .iter()
-                    .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'|')
-                    .count();
+                if let Some(length) = last_events.starts(bytes, at) {
+                    at += length - 1;
+                } else {
+                    let start = at;
+                    at += bytes[at..]
+                        .iter()
+                        .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'|')
+                        .count();
+                    last_events = Window::of(bytes.get(start..=at).unwrap_or(&[]));
+                }
             }
             if bytes.get(at) != Some(&b'}') {
                 return None;
@@ -243,43 +246,182 @@ fn plain_pollfds(args: &str) -> Option<(Vec<PollFd>, &str)> {
     Some((entries, rest))
 }
 
+/// Up to 16 bytes, compared with the text at an offset in two loads rather than a call of
+/// `memcmp` (what `starts_with` of a slice of unknown length becomes).
+#[derive(Default)]
+struct Window {
+    bytes: u128,
+    mask: u128,
+    length: usize,
+}
+
+impl Window {
+    /// `text` if it is 1 to 16 bytes long; else the empty window, which starts nothing.
+    fn of(text: &[u8]) -> Window {
+        let mut padded = [0; 16];
+        match padded.get_mut(..text.len()) {
+            Some(head) if !text.is_empty() => {
+                head.copy_from_slice(text);
+                Window {
+                    bytes: u128::from_le_bytes(padded),
+                    mask: u128::MAX >> (8 * (16 - text.len())),
+                    length: text.len(),
+                }
+            }
+            _ => Window::default(),
+        }
+    }
+
+    /// The window's length if `text` holds it at `at`.
+    #[inline(always)]
+    fn starts(&self, text: &[u8], at: usize) -> Option<usize> {
+        let window = text.get(at..)?.first_chunk::<16>()?;
+        (self.length > 0 && u128::from_le_bytes(*window) & self.mask == self.bytes)
+            .then_some(self.length)
+    }
+}
+
+/// The fd printed plainly at `at` (`-` and at most 10 digits) and the offset past it; None
+/// for anything else, which the general parse decides.
+#[inline(always)]
+fn plain_fd(bytes: &[u8], mut at: usize) -> Option<(i32, usize)> {
+    let negative = bytes.get(at) == Some(&b'-');
+    at += usize::from(negative);
+    let start = at;
+    let mut value: i64 = 0;
+    while let Some(digit) = bytes.get(at).map(|b| b.wrapping_sub(b'0')) {
+        if digit > 9 {
+            break;
+        }
+        value = value * 10 + i64::from(digit);
+        at += 1;
+        if at - start > 10 {
+            return None;
+        }
+    }
+    if at == start {
+        return None;
+    }
+    let fd = i32::try_from(if negative { -value } else { value }).ok()?;
+    Some((fd, at))
+}
+
 /// The revents strace prints after the return: `([{fd=3, revents=POLLNVAL}, ...])`,
 /// only for the entries with any, in array order. strace cuts a long list with `...`:
 /// returns how many leading entries' revents are known.
 fn apply_revents(entries: &mut [PollFd], detail: &str) -> Option<usize> {
     // The array strace prints first in parentheses; ppoll adds `, left {...}` after it.
     let open = detail.find("([")? + 1;
-    let mut depth = 0;
-    let close = detail[open..].char_indices().find_map(|(i, c)| {
-        match c {
-            '[' | '{' => depth += 1,
-            ']' | '}' => depth -= 1,
-            _ => {}
-        }
-        (depth == 0).then_some(open + i)
-    })?;
-    let mut returned = split_args(&detail[open + 1..close]).peekable();
+    let returned = plain_returned(&detail[open..]).or_else(|| returned(&detail[open..]))?;
+    let mut returned = returned.into_iter().peekable();
     let mut known = entries.len();
     for (index, entry) in entries.iter_mut().enumerate() {
         let Some(&next) = returned.peek() else {
             break;
         };
-        if next == "..." {
+        match next {
             // The list was cut here: the rest is unknown.
-            known = index;
-            break;
-        }
-        if field(next, "fd").and_then(fd) == Some(entry.fd) {
-            let revents = field(next, "revents").unwrap_or("");
-            entry.revents = if revents.split('|').any(|flag| flag == "POLLNVAL") {
-                auditor_common::poll::POLLNVAL
-            } else {
-                1
-            };
-            returned.next();
+            Returned::Cut => {
+                known = index;
+                break;
+            }
+            Returned::Entry { fd, not_open } if fd == Some(entry.fd) => {
+                entry.revents = if not_open {
+                    auditor_common::poll::POLLNVAL
+                } else {
+                    1
+                };
+                returned.next();
+            }
+            Returned::Entry { .. } => {}
         }
     }
     Some(known)
+}
+
+/// An entry of the revents list: its fd (None: not a number) and whether its revents hold
+/// POLLNVAL; or the `...` strace cut the list with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Returned {
+    Entry { fd: Option<i32>, not_open: bool },
+    Cut,
+}
+
+/// The revents list that starts at `list`'s `[`, however printed; None if it does not end.
+fn returned(list: &str) -> Option<Vec<Returned>> {
+    let mut depth = 0;
+    let close = list.char_indices().find_map(|(i, c)| {
+        match c {
+            '[' | '{' => depth += 1,
+            ']' | '}' => depth -= 1,
+            _ => {}
+        }
+        (depth == 0).then_some(i)
+    })?;
+    let entries = split_args(&list[1..close]).map(|entry| {
+        if entry == "..." {
+            return Returned::Cut;
+        }
+        Returned::Entry {
+            fd: field(entry, "fd").and_then(fd),
+            not_open: is_not_open(field(entry, "revents").unwrap_or("")),
+        }
+    });
+    Some(entries.collect())
+}
+
+/// Whether the revents names hold POLLNVAL.
+fn is_not_open(revents: &str) -> bool {
+    revents.split('|').any(|flag| flag == "POLLNVAL")
+}
+
+/// The revents list at the start of `list` as strace prints a plain one, every entry
+/// `{fd=N, revents=NAMES}`, `, ` between them and maybe a last `...`, in one pass; None for
+/// any other shape, which [`returned`] reads, to the same entries for every list this
+/// reads.
+fn plain_returned(list: &str) -> Option<Vec<Returned>> {
+    let bytes = list.as_bytes();
+    if bytes.first() != Some(&b'[') {
+        return None;
+    }
+    let mut returned = Vec::new();
+    let mut at = 1;
+    if bytes.get(at) == Some(&b']') {
+        return Some(returned);
+    }
+    loop {
+        if bytes[at..].starts_with(b"...]") {
+            returned.push(Returned::Cut);
+            return Some(returned);
+        }
+        if !bytes[at..].starts_with(b"{fd=") {
+            return None;
+        }
+        let (fd, end) = plain_fd(bytes, at + 4)?;
+        at = end;
+        if !bytes[at..].starts_with(b", revents=") {
+            return None;
+        }
+        at += 10;
+        let names = at;
+        at += bytes[at..]
+            .iter()
+            .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'|')
+            .count();
+        if bytes.get(at) != Some(&b'}') {
+            return None;
+        }
+        returned.push(Returned::Entry {
+            fd: Some(fd),
+            not_open: is_not_open(&list[names..at]),
+        });
+        at += 1;
+        match bytes.get(at)? {
+            b',' if bytes.get(at + 1) == Some(&b' ') => at += 2,
+            b']' => return Some(returned),
+            _ => return None,
+        }
+    }
 }
 
 /// poll and ppoll: the call, and its entries as the scan left them (None: not printed).
@@ -816,6 +958,10 @@ mod tests {
             "[{fd=3}]",
             "[{fd=-1}, {fd=3, events=POLLIN|POLLPRI}]",
             "[{fd=3, events=0}, {fd=2147483647, events=POLLIN|POLL_X1}]",
+            // The last entry's events again, longer, shorter, and empty.
+            "[{fd=3, events=POLLIN}, {fd=4, events=POLLIN}, {fd=5, events=POLLIN|POLLPRI}, \
+             {fd=6, events=POLLIN}, {fd=7, events=POLL}, {fd=8, events=}, {fd=9, events=}]",
+            "[{fd=-0}, {fd=0000000003}, {fd=-2147483648}]",
         ];
         let other = [
             "[{fd=5</dev/null>, events=POLLIN}]",
@@ -824,6 +970,10 @@ mod tests {
             "[{fd=}]",
             "[{fd=-}]",
             "[{fd=99999999999999999999}]",
+            "[{fd=2147483648}]",
+            "[{fd=00000000003}]",
+            "[{fd=3, events=POLLIN}, {fd=4, events=POLLIN /* x */}]",
+            "[{fd=3, events=POLLIN}, {fd=4, events=POLLIN}x]",
             "[{fd=3,events=POLLIN}]",
             "[{fd=3, revents=POLLIN}]",
             "[ {fd=3}]",
@@ -843,6 +993,86 @@ mod tests {
         }
         // The array as the last argument: left to the general parse.
         assert_eq!(plain_pollfds("[{fd=3}]"), None);
+        // Long arrays, where an entry's events are compared whole with the last entry's:
+        // names that repeat, extend, shorten or end the last one, and a name of 16 bytes
+        // with its `}` (longer than a window).
+        let names = [
+            "POLLIN",
+            "POLLIN|POLLOUT",
+            "POLLIN|POLLPRI",
+            "POLL",
+            "",
+            "POLLIN|POLLRDNORM",
+        ];
+        let mut state: u64 = 0x853c_49e6_748f_ea9b;
+        for _ in 0..500 {
+            let entries: Vec<String> = (0..40)
+                .map(|fd| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    match names.get((state % 8) as usize) {
+                        Some(name) => format!("{{fd={fd}, events={name}}}"),
+                        None => format!("{{fd={}}}", fd as i64 - 20),
+                    }
+                })
+                .collect();
+            let args = format!("[{}], 40, 0", entries.join(", "));
+            let general = pollfds(split_args(&args).next().unwrap());
+            let (plain, rest) = plain_pollfds(&args).expect("a plain array");
+            assert_eq!((Some(plain), rest), (general, " 40, 0"), "{args}");
+        }
+        // A name that starts like the last one but runs on is no plain name.
+        let args = "[{fd=3, events=POLLIN}, {fd=4, events=POLLIN}, {fd=5, events=POLLIN} x}], 3, 0";
+        assert_eq!(plain_pollfds(args), None);
+    }
+
+    #[test]
+    fn plain_revents_agree_with_the_general_parse() {
+        let plain = [
+            "[]",
+            "[{fd=3, revents=POLLIN}]",
+            "[{fd=3, revents=POLLNVAL}, {fd=-1, revents=POLLIN|POLLNVAL}, ...]",
+            "[{fd=3, revents=POLLIN|POLLOUT}, {fd=4, revents=POLLNVALX}, {fd=5, revents=}]",
+            "[...]",
+        ];
+        let other = [
+            "[{fd=5</dev/null>, revents=POLLNVAL}]",
+            "[{fd=3, revents=POLLIN|0x8000 /* POLL??? */}]",
+            "[{fd=3}]",
+            "[{fd=3, revents=POLLIN}, ..., {fd=4, revents=POLLIN}]",
+            "[{fd=99999999999, revents=POLLNVAL}]",
+            "[{fd=3, revents=POLLIN},{fd=4, revents=POLLIN}]",
+            "[{fd=3, revents=POLLIN}",
+            "[{revents=POLLNVAL, fd=3}]",
+        ];
+        for list in plain.iter().chain(&other) {
+            let detail = format!("{list}), left {{tv_sec=0, tv_nsec=0}})");
+            match plain_returned(&detail) {
+                Some(entries) => {
+                    assert!(plain.contains(list), "{list} read as plain");
+                    assert_eq!(Some(entries), returned(&detail), "{list}");
+                }
+                None => assert!(other.contains(list), "{list} not read as plain"),
+            }
+        }
+        // What the matching makes of them, through either reading.
+        let mut entries: Vec<PollFd> = [3, 4, -1, 5]
+            .map(|fd| PollFd {
+                fd,
+                events: 0,
+                revents: 0,
+            })
+            .into();
+        let known = apply_revents(
+            &mut entries,
+            " ([{fd=3, revents=POLLIN}, {fd=-1, revents=POLLNVAL}, ...])",
+        );
+        let revents: Vec<i16> = entries.iter().map(|e| e.revents).collect();
+        assert_eq!(
+            (known, revents),
+            (Some(3), vec![1, 0, auditor_common::poll::POLLNVAL, 0])
+        );
     }
 
     #[test]
