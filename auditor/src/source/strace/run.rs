@@ -151,8 +151,15 @@ pub fn run(
         // Opening the read end waits for strace to open the write end; if strace fails
         // before that, nothing ever opens it: open without blocking, then wait for data.
         let reader = open_fifo(&fifo, &mut child);
-        if let Ok(Some(reader)) = &reader {
-            replay.ingest("strace", Batched(reader), None);
+        if let Ok(Some((reader, pipe))) = &reader {
+            replay.ingest(
+                "strace",
+                Batched {
+                    reader,
+                    gathered: pipe / 4,
+                },
+                None,
+            );
         }
         finished.store(true, Ordering::SeqCst);
         let end = watcher.join().expect("the watcher does not panic");
@@ -281,8 +288,6 @@ fn children(pid: Pid) -> Vec<Pid> {
         .collect()
 }
 
-/// Opens the FIFO's read end once strace has opened its write end; None if strace exited
-/// first.
 /// Whether the installed strace has `--seccomp-bpf` (strace 5.3 and later).
 fn supports_seccomp_bpf() -> bool {
     let Ok(output) = Command::new("strace").arg("-V").output() else {
@@ -296,23 +301,26 @@ fn supports_seccomp_bpf() -> bool {
     (major, minor) >= (5, 3)
 }
 
-/// A read of the FIFO that lets strace's lines gather: after a read that found little,
-/// it waits `PAUSE` before the next. strace writes each line as it ends it, so a reader
-/// that reads whatever is there wakes once a line (60,000 times a second on a loop of
-/// small calls), each time taking the CPU strace runs on; gathered, it wakes a few hundred
-/// times. The pipe holds `fs.pipe-max-size` (1 MiB) and strace writes a few MB a second
-/// at most, so strace never waits for it; the end of strace's output is read at most
-/// `PAUSE` late.
-struct Batched<R>(R);
+/// A read of the FIFO that lets strace's lines gather: after a read that found little, it
+/// waits `PAUSE` before the next. strace writes each line as it ends it, so a reader that
+/// reads whatever is there wakes once a line (60,000 times a second on a loop of small
+/// calls), each time taking the CPU strace runs on; gathered, it wakes a few hundred
+/// times. "Little" is under a quarter of the pipe: a poll of 1024 fds writes 24 KB a
+/// call, and a fixed threshold below that woke the reader once a call. strace writes at
+/// most some 170 MB a second (that poll's loop), 340 KB in a pause, well within the pipe,
+/// so strace never waits for it; the end of strace's output is read at most `PAUSE` late.
+struct Batched<R> {
+    reader: R,
+    /// A read of less than this is "little".
+    gathered: usize,
+}
 
-/// A read of less than this is "little".
-const GATHERED: usize = 16 << 10;
 const PAUSE: Duration = Duration::from_millis(2);
 
 impl<R: std::io::Read> std::io::Read for Batched<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let read = self.0.read(buf)?;
-        if read > 0 && read < GATHERED.min(buf.len()) {
+        let read = self.reader.read(buf)?;
+        if read > 0 && read < self.gathered.min(buf.len()) {
             std::thread::sleep(PAUSE);
         }
         Ok(read)
@@ -321,31 +329,36 @@ impl<R: std::io::Read> std::io::Read for Batched<R> {
 
 /// Grows the FIFO's pipe buffer to the system's limit (`fs.pipe-max-size`, 1 MiB by
 /// default) from the default 64 KiB: strace blocks on a full pipe, and its tracees with it.
-fn grow_pipe(file: &std::fs::File) {
+/// Returns the size it has.
+fn grow_pipe(file: &std::fs::File) -> usize {
     let limit = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
         .ok()
         .and_then(|t| t.trim().parse::<libc::c_int>().ok())
         .unwrap_or(1 << 20);
-    // SAFETY: F_SETPIPE_SZ on a pipe fd this function borrows; failure leaves it as it was.
+    let fd = std::os::fd::AsRawFd::as_raw_fd(file);
+    // SAFETY: F_SETPIPE_SZ and F_GETPIPE_SZ on a pipe fd this function borrows; failure
+    // leaves it as it was.
     unsafe {
-        libc::fcntl(
-            std::os::fd::AsRawFd::as_raw_fd(file),
-            libc::F_SETPIPE_SZ,
-            limit,
-        )
-    };
+        libc::fcntl(fd, libc::F_SETPIPE_SZ, limit);
+        usize::try_from(libc::fcntl(fd, libc::F_GETPIPE_SZ)).unwrap_or(PIPE_DEFAULT)
+    }
 }
 
+/// A pipe's size where it cannot be read: Linux's default.
+const PIPE_DEFAULT: usize = 64 << 10;
+
+/// Opens the FIFO's read end once strace has opened its write end, with the size of its
+/// pipe; None if strace exited first.
 fn open_fifo(
     fifo: &std::path::Path,
     child: &mut std::process::Child,
-) -> Result<Option<std::fs::File>, Error> {
+) -> Result<Option<(std::fs::File, usize)>, Error> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(fifo)?;
-    grow_pipe(&file);
+    let pipe = grow_pipe(&file);
     loop {
         // A writer has opened the FIFO once a poll says it is readable or hung up after
         // writing; until then poll reports nothing (Linux reports no POLLHUP before).
@@ -369,7 +382,7 @@ fn open_fifo(
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
     )
     .map_err(std::io::Error::from)?;
-    Ok(Some(file))
+    Ok(Some((file, pipe)))
 }
 
 #[cfg(test)]
@@ -405,7 +418,12 @@ mod tests {
             reads: 0,
         };
         let mut read = Vec::new();
-        Batched(&mut source).read_to_end(&mut read).unwrap();
+        Batched {
+            reader: &mut source,
+            gathered: 16 << 10,
+        }
+        .read_to_end(&mut read)
+        .unwrap();
         assert_eq!(read, data);
         assert!(source.data.is_empty() && source.reads > 4);
     }
