@@ -52,7 +52,8 @@ pub struct Options {
     #[arg(long = "only", value_name = "CONFIG")]
     only: Vec<String>,
     /// Another auditor binary (an older build, say) to measure beside this one, as the
-    /// `baseline` configuration: `auditor trace -- bench` and its start and stop.
+    /// `baseline` configuration (`auditor trace -- bench` and its start and stop) and the
+    /// `baseline-strace` one (`auditor strace -- bench`).
     #[arg(long, value_name = "AUDITOR")]
     baseline: Option<PathBuf>,
     /// Only these workloads (by name; default all).
@@ -100,6 +101,8 @@ enum Config {
     /// costs before `auditor ingest LOG`.
     StraceLog,
     AuditorStrace,
+    /// The `--baseline` auditor's `auditor strace`.
+    BaselineStrace,
 }
 
 /// The flags `auditor strace` gives strace on a command (auditor/src/source/strace/run.rs)
@@ -116,10 +119,11 @@ impl Config {
                 | Config::StraceAsAuditor
                 | Config::StraceLog
                 | Config::AuditorStrace
+                | Config::BaselineStrace
         )
     }
 
-    const ALL: [Config; 15] = [
+    const ALL: [Config; 16] = [
         Config::Untraced,
         Config::Floor,
         Config::Auditor,
@@ -135,6 +139,7 @@ impl Config {
         Config::StraceAsAuditor,
         Config::StraceLog,
         Config::AuditorStrace,
+        Config::BaselineStrace,
     ];
 
     fn name(self) -> &'static str {
@@ -154,6 +159,7 @@ impl Config {
             Config::StraceAsAuditor => "strace-flags",
             Config::StraceLog => "strace-log",
             Config::AuditorStrace => "auditor-strace",
+            Config::BaselineStrace => "baseline-strace",
         }
     }
 
@@ -175,6 +181,7 @@ impl Config {
             }
             Config::StraceLog => "the same, writing its log to a file (strace -o LOG)",
             Config::AuditorStrace => "auditor strace -o /dev/null -- bench",
+            Config::BaselineStrace => "the --baseline auditor: auditor strace -- bench",
         }
     }
 }
@@ -286,6 +293,10 @@ impl Tools {
                 )
             }
             Config::AuditorStrace => self.on_tracer_cpus(vec![auditor, "strace".into()]),
+            Config::BaselineStrace => {
+                let baseline = self.baseline.as_ref().expect("configured with a baseline");
+                self.on_tracer_cpus(vec![baseline.display().to_string(), "strace".into()])
+            }
         };
         if matches!(
             config,
@@ -294,6 +305,7 @@ impl Tools {
                 | Config::Stacks
                 | Config::Baseline
                 | Config::AuditorStrace
+                | Config::BaselineStrace
         ) {
             line.extend(["-o".into(), report]);
         }
@@ -548,6 +560,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             Config::Bpftrace => installed("bpftrace"),
             c if c.is_strace() => installed("strace"),
             Config::Baseline => options.baseline.is_some(),
+            Config::BaselineStrace => options.baseline.is_some() && installed("strace"),
             _ => true,
         })
         .collect();
@@ -873,6 +886,13 @@ mod tests {
         };
         let line = tools.command(Config::AuditorStrace, &["probe-bench".into()]);
         assert_eq!(line[..4], ["taskset", "-c", "0", "auditor"]);
+        let tools = Tools {
+            baseline: Some("/old/auditor".into()),
+            ..tools
+        };
+        let line = tools.command(Config::BaselineStrace, &["probe-bench".into()]);
+        assert_eq!(line[..5], ["taskset", "-c", "0", "/old/auditor", "strace"]);
+        assert_eq!(line[5..7], ["-o", "/tmp/auditor-report.json"]);
         let line = tools.command(Config::Strace, &["probe-bench".into()]);
         assert_eq!(
             line[..7],
