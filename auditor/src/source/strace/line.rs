@@ -236,7 +236,15 @@ pub fn parse(line: &str) -> Result<Line<'_>, LineError> {
     } else if let Some(exit) = rest.strip_prefix("+++ ") {
         Event::Exit(exit.trim_end_matches(" +++"))
     } else if let Some(resumed) = rest.strip_prefix("<... ") {
-        let (name, args) = resumed.split_once(" resumed>").ok_or(LineError::NoCall)?;
+        // The name is a word: the first ` resumed>` is right after it (found without a
+        // substring search where it is).
+        let word = scan(resumed.as_bytes(), 0, |b| {
+            !(b.is_ascii_alphanumeric() || b == b'_')
+        });
+        let (name, args) = match resumed[word..].strip_prefix(" resumed>") {
+            Some(args) => (&resumed[..word], args),
+            None => resumed.split_once(" resumed>").ok_or(LineError::NoCall)?,
+        };
         let close = closing(args, 1).ok_or(LineError::Unclosed)?;
         Event::Resumed {
             name,

@@ -117,7 +117,7 @@ impl std::fmt::Display for NoEnd {
 }
 
 /// A call started (`<unfinished ...>`) and not yet resumed.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Start {
     pub name: String,
     pub comm: String,
@@ -153,9 +153,27 @@ pub type Started = (Option<u32>, Start);
 /// The arguments of a stitched call: its start's and its resumed part's (`<unfinished ...>`
 /// when the task was killed inside the call: nothing more).
 pub fn stitch(start: &str, rest: &str) -> String {
-    let rest = if rest == "<unfinished ...>" { "" } else { rest };
-    format!("{start} {rest}").trim_ascii().to_string()
+    let mut joined = String::new();
+    stitch_into(&mut joined, start, rest);
+    joined
 }
+
+/// [`stitch`] into `joined`, which keeps its memory from one call to the next: on two
+/// threads most calls are printed in two halves.
+fn stitch_into(joined: &mut String, start: &str, rest: &str) {
+    let rest = if rest == "<unfinished ...>" { "" } else { rest };
+    joined.clear();
+    joined.push_str(start);
+    joined.push(' ');
+    joined.push_str(rest);
+    let end = joined.trim_ascii_end().len();
+    joined.truncate(end);
+    let leading = joined.len() - joined.trim_ascii_start().len();
+    joined.drain(..leading);
+}
+
+/// Starts kept for reuse, their strings' memory with them: one a thread that interleaves.
+const SPARE_STARTS: usize = 64;
 
 /// Bytes read at a time; a line longer than this grows the buffer to hold it.
 const BLOCK: usize = 1 << 20;
@@ -207,6 +225,10 @@ pub struct Records {
     seen: PidSet,
     opened: Vec<(Option<u32>, NoEnd)>,
     last_seen: Option<Option<u32>>,
+    /// Starts resumed, kept for the next ones (up to [`SPARE_STARTS`]).
+    spare: Vec<Start>,
+    /// The last stitched call's arguments.
+    joined: String,
 }
 
 impl Records {
@@ -219,6 +241,8 @@ impl Records {
             seen: PidSet::default(),
             opened: Vec::new(),
             last_seen: None,
+            spare: Vec::new(),
+            joined: String::new(),
         }
     }
 
@@ -396,22 +420,30 @@ impl Records {
                 detached,
             } => {
                 self.never_resumed(pid, number, sink);
-                let start = Start {
-                    name: name.to_string(),
-                    comm: comm.to_string(),
-                    args: args.to_string(),
-                    line: number,
-                    detached,
-                };
+                let mut start = self.spare.pop().unwrap_or_default();
+                for (field, text) in [
+                    (&mut start.name, name),
+                    (&mut start.comm, comm),
+                    (&mut start.args, args),
+                ] {
+                    field.clear();
+                    field.push_str(text);
+                }
+                (start.line, start.detached) = (number, detached);
                 self.unfinished.insert(pid, start);
             }
             // A stitched call is the start's: its name, command name and line.
             Event::Resumed { name, args, ret } => match self.unfinished.remove(&pid) {
                 Some(start) if start.name == name => {
-                    let joined = stitch(&start.args, args);
+                    let mut joined = std::mem::take(&mut self.joined);
+                    stitch_into(&mut joined, &start.args, args);
                     let record =
                         self.record((pid, &start.comm), name, &joined, Some(ret), start.line);
-                    sink(self.ended(record))
+                    sink(self.ended(record));
+                    self.joined = joined;
+                    if self.spare.len() < SPARE_STARTS {
+                        self.spare.push(start);
+                    }
                 }
                 None if self.chunk => sink(Item::Resumed(self.record(
                     (pid, comm),
@@ -540,6 +572,63 @@ mod tests {
                 "wait4:-1, 0x7ffffe37f8dc, WNOHANG, NULL:Some(0)"
             ]
         );
+    }
+
+    #[test]
+    fn starts_reused_for_the_next_calls_carry_nothing_of_the_last() {
+        // Two threads, each call cut in two: long arguments, then shorter ones, a start
+        // with no command name after one with, and a start whose halves have spaces.
+        let log = "7<a> openat(AT_FDCWD, \"/a/long/path/name\", O_RDONLY <unfinished ...>\n\
+                   8<bb> close(3 <unfinished ...>\n\
+                   7<a> <... openat resumed>) = 3\n\
+                   8<bb> <... close resumed>) = 0\n\
+                   8 close(4 <unfinished ...>\n\
+                   7<a> openat(AT_FDCWD, \"/b\",  <unfinished ...>\n\
+                   8 <... close resumed> ) = -1 EBADF (Bad file descriptor)\n\
+                   7<a> <... openat resumed>O_RDONLY) = 4\n\
+                   7<a> dup3(4, 5 <unfinished ...>\n\
+                   7<a> <... dup3 resumed>, 0) = 5\n";
+        let items = items(log.as_bytes(), None);
+        assert_eq!(
+            names(&items),
+            [
+                "openat:AT_FDCWD, \"/a/long/path/name\", O_RDONLY:Some(3)",
+                "close:3:Some(0)",
+                "close:4:Some(-1)",
+                "openat:AT_FDCWD, \"/b\", O_RDONLY:Some(4)",
+                "dup3:4, 5 , 0:Some(5)",
+            ]
+        );
+        let comms: Vec<&str> = items
+            .iter()
+            .filter_map(|item| match item {
+                Item::Record(record) => Some(record.comm.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(comms, ["a", "bb", "", "a", "a"]);
+    }
+
+    #[test]
+    fn stitching_joins_the_halves_with_one_space_and_trims_the_ends() {
+        for (start, rest, joined) in [
+            ("3", ") = 0", "3 ) = 0"),
+            ("", "3", "3"),
+            ("  3, ", "  4  ", "3,    4"),
+            ("3", "<unfinished ...>", "3"),
+            ("", "", ""),
+            (" \t", " ", ""),
+        ] {
+            assert_eq!(stitch(start, rest), joined, "{start:?} + {rest:?}");
+            assert_eq!(
+                stitch(start, rest),
+                format!(
+                    "{start} {}",
+                    if rest == "<unfinished ...>" { "" } else { rest }
+                )
+                .trim_ascii(),
+            );
+        }
     }
 
     #[test]
