@@ -174,6 +174,9 @@ fn stitch_into(joined: &mut String, start: &str, rest: &str) {
 
 /// Starts kept for reuse, their strings' memory with them: one a thread that interleaves.
 const SPARE_STARTS: usize = 64;
+/// A start whose arguments took more than this is not kept: a few calls of huge arrays
+/// would otherwise hold their memory for the rest of the session.
+const SPARE_ARGS_BYTES: usize = 64 << 10;
 
 /// Bytes read at a time; a line longer than this grows the buffer to hold it.
 const BLOCK: usize = 1 << 20;
@@ -441,7 +444,8 @@ impl Records {
                         self.record((pid, &start.comm), name, &joined, Some(ret), start.line);
                     sink(self.ended(record));
                     self.joined = joined;
-                    if self.spare.len() < SPARE_STARTS {
+                    if self.spare.len() < SPARE_STARTS && start.args.capacity() <= SPARE_ARGS_BYTES
+                    {
                         self.spare.push(start);
                     }
                 }
