@@ -218,10 +218,7 @@ fn plain_pollfds(args: &str) -> Option<(Vec<PollFd>, &str)> {
                     at += length - 1;
                 } else {
                     let start = at;
-                    at += bytes[at..]
-                        .iter()
-                        .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'|')
-                        .count();
+                    at = flag_names_end(bytes, at);
                     last_events = Window::of(bytes.get(start..=at).unwrap_or(&[]));
                 }
             }
@@ -279,6 +276,15 @@ impl Window {
         (self.length > 0 && u128::from_le_bytes(*window) & self.mask == self.bytes)
             .then_some(self.length)
     }
+}
+
+/// The offset past the flag names at `at`, `POLLIN|POLLPRI` as strace prints them plainly
+/// (an unknown bit's `0x8000 /* POLL??? */` stops at its space).
+fn flag_names_end(bytes: &[u8], at: usize) -> usize {
+    at + bytes[at..]
+        .iter()
+        .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'|')
+        .count()
 }
 
 /// The fd printed plainly at `at` (`-` and at most 10 digits) and the offset past it; None
@@ -404,10 +410,7 @@ fn plain_returned(list: &str) -> Option<Vec<Returned>> {
         }
         at += 10;
         let names = at;
-        at += bytes[at..]
-            .iter()
-            .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'|')
-            .count();
+        at = flag_names_end(bytes, at);
         if bytes.get(at) != Some(&b'}') {
             return None;
         }
